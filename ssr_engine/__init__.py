@@ -1,0 +1,41 @@
+"""ssr_engine: the Structural Signal Retriever (SSR) as a disk-backed lexical retrieval engine.
+
+Heavy pieces (Numba kernels, the index, the searcher) are imported lazily so that
+`import ssr_engine` and the `ssr` command start fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .signals import DEFAULT_CAP, card_signals, signals
+from .stopwords import STOPWORDS_V1, STOPWORDS_V1_ID, StopwordList, load_stopwords
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_CAP",
+    "STOPWORDS_V1",
+    "STOPWORDS_V1_ID",
+    "StopwordList",
+    "card_signals",
+    "load_stopwords",
+    "signals",
+    "ReferenceIndex",
+    "signals_many",
+]
+
+_LAZY = {
+    "ReferenceIndex": ("reference", "ReferenceIndex"),
+    "Hit": ("reference", "Hit"),
+    "signals_many": ("signals", "signals_many"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attr)
+    raise AttributeError(f"module 'ssr_engine' has no attribute {name!r}")

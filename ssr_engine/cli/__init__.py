@@ -1,0 +1,50 @@
+"""The `ssr` command. Each subcommand lives in its own module, imported only when run."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). Modules import only argparse at top level; the work
+# (and NumPy, Numba, PyArrow) is imported inside their run().
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("demo", "run the main job on an embedded generated collection (no download)"),
+    "signals": ("signals_cmd", "print the signals of texts"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ssr", description="SSR, the Structural Signal Retriever.")
+    parser.add_argument("--version", action="version", version="ssr_engine " + _version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        mod = importlib.import_module(f".{module}", __name__)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod.add_arguments(p)
+        p.set_defaults(_module=mod)
+    return parser
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    from ..errors import SsrError
+
+    try:
+        return int(args._module.run(args) or 0)
+    except SsrError as exc:
+        print(f"ssr {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"ssr {args.command}: interrupted", file=sys.stderr)
+        return 130

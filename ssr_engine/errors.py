@@ -1,0 +1,23 @@
+"""The error every user-facing failure raises: a message naming the file and line."""
+
+from __future__ import annotations
+
+
+class SsrError(Exception):
+    """Bad input or a bad index. The CLI prints the message and exits with status 2."""
+
+    exit_code = 2
+
+
+class InputError(SsrError):
+    """Malformed input data; `path` and `line` say where (line is 1-based, or None)."""
+
+    def __init__(self, path: object, line: int | None, message: str):
+        self.path = str(path)
+        self.line = line
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {message}")
+
+
+class IndexFormatError(SsrError):
+    """An index that is missing, of another format version, truncated or corrupt."""

@@ -1,0 +1,349 @@
+"""Bulk fast path for signals: UTF-8 bytes in, signal strings (as byte spans) out, in Numba.
+
+It must give exactly what `signals.card_signals` gives on any input. The only non-ASCII
+code points that `str.lower()` maps to ASCII are U+0130 (to "i" plus U+0307, a separator)
+and U+212A KELVIN SIGN (to "k"); every other non-ASCII code point is a separator. That is
+checked over all of Unicode by a test, so a new Python version that changes it fails loudly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from .hashing import fnv1a64
+from .stopwords import StopwordList
+
+_EMPTY = -1
+
+
+def stopword_table(stopwords: StopwordList) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Open-addressing hash table over the stopwords that can equal a token.
+
+    Returns (table of word indexes or -1, concatenated word bytes, word offsets).
+    """
+    words = sorted(w for w in stopwords.words if len(w) >= 2 and w.isascii() and w.isalnum() and w == w.lower())
+    encoded = [w.encode("ascii") for w in words]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(e) for e in encoded])
+    data = np.frombuffer(b"".join(encoded) or b"\0", dtype=np.uint8).copy()
+    size = 16
+    while size < 4 * len(encoded):
+        size *= 2
+    table = np.full(size, _EMPTY, dtype=np.int64)
+    for i in range(len(encoded)):
+        slot = int(fnv1a64(data, offsets[i], offsets[i + 1], 0)) & (size - 1)
+        while table[slot] != _EMPTY:
+            slot = (slot + 1) & (size - 1)
+        table[slot] = i
+    return table, data, offsets
+
+
+@nb.njit(cache=True, nogil=True)
+def _is_stopword(buf, start, end, table, stop_data, stop_offsets):
+    mask = table.shape[0] - 1
+    slot = np.int64(fnv1a64(buf, start, end, 0) & np.uint64(mask))
+    n = end - start
+    while table[slot] != -1:
+        w = table[slot]
+        ws = stop_offsets[w]
+        if stop_offsets[w + 1] - ws == n:
+            same = True
+            for i in range(n):
+                if stop_data[ws + i] != buf[start + i]:
+                    same = False
+                    break
+            if same:
+                return True
+        slot = (slot + 1) & mask
+    return False
+
+
+@nb.njit(cache=True, nogil=True)
+def _tokenize_value(data, start, end, low, low_pos, tok_start, tok_len, ntok, table, stop_data, stop_offsets):
+    """Append the kept tokens of one value; returns (low_pos, ntok)."""
+    cur = low_pos  # start of the token being read, in `low`
+    pos = low_pos
+    i = start
+    while True:
+        ends_token = True
+        if i < end:
+            b = data[i]
+            ch = np.int64(-1)  # ASCII byte to append, or -1 for a separator
+            step = 1
+            trailing_separator = False
+            if b < 0x80:
+                if 0x41 <= b <= 0x5A:
+                    ch = b + 32
+                elif (0x61 <= b <= 0x7A) or (0x30 <= b <= 0x39):
+                    ch = b
+            else:
+                if b >= 0xF0:
+                    step = 4
+                elif b >= 0xE0:
+                    step = 3
+                elif b >= 0xC0:
+                    step = 2
+                if b == 0xC4 and i + 1 < end and data[i + 1] == 0xB0:
+                    ch = 0x69  # U+0130 lowers to "i" + U+0307
+                    trailing_separator = True
+                elif b == 0xE2 and i + 2 < end and data[i + 1] == 0x84 and data[i + 2] == 0xAA:
+                    ch = 0x6B  # U+212A KELVIN SIGN lowers to "k"
+            i += step
+            if ch >= 0:
+                low[pos] = ch
+                pos += 1
+                ends_token = trailing_separator
+        if ends_token:
+            n = pos - cur
+            if n >= 2 and not _is_stopword(low, cur, pos, table, stop_data, stop_offsets):
+                tok_start[ntok] = cur
+                tok_len[ntok] = n
+                ntok += 1
+                cur = pos
+            else:
+                pos = cur  # discard the token's bytes
+            if i >= end:
+                break
+    return pos, ntok
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _cmp_tokens(low, s1, n1, s2, n2):
+    m = n1 if n1 < n2 else n2
+    for i in range(m):
+        a = low[s1 + i]
+        b = low[s2 + i]
+        if a != b:
+            return -1 if a < b else 1
+    if n1 == n2:
+        return 0
+    return -1 if n1 < n2 else 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _sort_tokens(order, tmp, low, tok_start, tok_len, n):
+    """Stable merge sort of token indexes by token bytes."""
+    width = 1
+    src = order
+    dst = tmp
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            a, b, k = lo, mid, lo
+            while a < mid and b < hi:
+                ta = src[a]
+                tb = src[b]
+                if _cmp_tokens(low, tok_start[ta], tok_len[ta], tok_start[tb], tok_len[tb]) <= 0:
+                    dst[k] = ta
+                    a += 1
+                else:
+                    dst[k] = tb
+                    b += 1
+                k += 1
+            while a < mid:
+                dst[k] = src[a]
+                a += 1
+                k += 1
+            while b < hi:
+                dst[k] = src[b]
+                b += 1
+                k += 1
+            lo += 2 * width
+        src, dst = dst, src
+        width *= 2
+    if src is not order:
+        order[:n] = src[:n]
+
+
+@nb.njit(cache=True, nogil=True)
+def _grow(buf, need):
+    if need <= buf.shape[0]:
+        return buf
+    size = buf.shape[0] * 2
+    while size < need:
+        size *= 2
+    out = np.empty(size, dtype=buf.dtype)
+    out[: buf.shape[0]] = buf
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def extract_signals(data, value_offsets, doc_values, table, stop_data, stop_offsets, cap):
+    """Signals of each document, as byte strings.
+
+    data: UTF-8 bytes of all values; value_offsets: int64[n_values + 1] into data;
+    doc_values: int64[n_docs + 1] into values (a plain text is one value).
+    Returns (doc_offsets int64[n_docs + 1] into signals, signal bytes uint8[:],
+    signal offsets int64[n_signals + 1] into those bytes, is_bigram bool[n_signals]).
+    """
+    n_docs = doc_values.shape[0] - 1
+    longest = 1
+    for d in range(n_docs):
+        size = value_offsets[doc_values[d + 1]] - value_offsets[doc_values[d]]
+        if size + 1 > longest:
+            longest = size + 1
+    low = np.empty(longest, dtype=np.uint8)
+    tok_start = np.empty(longest, dtype=np.int64)
+    tok_len = np.empty(longest, dtype=np.int64)
+    tok_value = np.empty(longest, dtype=np.int64)
+    order = np.empty(longest, dtype=np.int64)
+    tmp = np.empty(longest, dtype=np.int64)
+    rank = np.empty(longest, dtype=np.int64)
+    uniq_first = np.empty(longest, dtype=np.int64)
+    uniq_count = np.empty(longest, dtype=np.int64)
+    pair_keys = np.empty(longest, dtype=np.int64)
+    uni_keys = np.empty(longest, dtype=np.int64)
+
+    doc_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    out_bytes = np.empty(max(16, 2 * data.shape[0]), dtype=np.uint8)
+    out_offsets = np.zeros(max(16, data.shape[0] // 2), dtype=np.int64)
+    out_bigram = np.zeros(out_offsets.shape[0], dtype=np.bool_)
+    n_out = 0
+    byte_pos = 0
+
+    for d in range(n_docs):
+        pos = 0
+        ntok = 0
+        for v in range(doc_values[d], doc_values[d + 1]):
+            before = ntok
+            pos, ntok = _tokenize_value(
+                data, value_offsets[v], value_offsets[v + 1], low, pos, tok_start, tok_len, ntok,
+                table, stop_data, stop_offsets,
+            )
+            for t in range(before, ntok):
+                tok_value[t] = v
+        # distinct unigrams: sort tokens by bytes, give each token the rank of its string
+        for t in range(ntok):
+            order[t] = t
+        _sort_tokens(order, tmp, low, tok_start, tok_len, ntok)
+        n_uni = 0
+        for j in range(ntok):
+            t = order[j]
+            if j == 0 or _cmp_tokens(low, tok_start[order[j - 1]], tok_len[order[j - 1]], tok_start[t], tok_len[t]) != 0:
+                uniq_first[n_uni] = t
+                uniq_count[n_uni] = 0
+                n_uni += 1
+            rank[t] = n_uni - 1
+            uniq_count[n_uni - 1] += 1
+        # distinct bigrams: adjacent tokens of one value; (left rank, right rank) order equals
+        # the string order of "left right" because " " sorts before [a-z0-9]
+        n_pairs = 0
+        for t in range(ntok - 1):
+            if tok_value[t] == tok_value[t + 1]:
+                pair_keys[n_pairs] = rank[t] * n_uni + rank[t + 1]
+                n_pairs += 1
+        keys = np.sort(pair_keys[:n_pairs])
+        n_bi = 0
+        for j in range(n_pairs):
+            if j == 0 or keys[j] != keys[j - 1]:
+                keys[n_bi] = keys[j]
+                n_bi += 1
+        # the cap: unigrams by frequency desc then string asc, then bigrams by string asc
+        if n_uni + n_bi > cap:
+            for u in range(n_uni):
+                uni_keys[u] = (ntok - uniq_count[u]) * n_uni + u
+            ukeys = np.sort(uni_keys[:n_uni])
+            keep_uni = min(n_uni, cap)
+            for u in range(keep_uni):
+                uni_keys[u] = ukeys[u] % n_uni
+            keep_bi = cap - keep_uni
+        else:
+            keep_uni = n_uni
+            for u in range(n_uni):
+                uni_keys[u] = u
+            keep_bi = n_bi
+        # emit
+        need_sig = n_out + keep_uni + keep_bi + 1
+        out_offsets = _grow(out_offsets, need_sig)
+        out_bigram = _grow(out_bigram, need_sig)
+        for u in range(keep_uni):
+            t = uniq_first[uni_keys[u]]
+            n = tok_len[t]
+            out_bytes = _grow(out_bytes, byte_pos + n)
+            out_bytes[byte_pos : byte_pos + n] = low[tok_start[t] : tok_start[t] + n]
+            byte_pos += n
+            out_bigram[n_out] = False
+            n_out += 1
+            out_offsets[n_out] = byte_pos
+        for j in range(keep_bi):
+            left = uniq_first[keys[j] // n_uni]
+            right = uniq_first[keys[j] % n_uni]
+            nl = tok_len[left]
+            nr = tok_len[right]
+            out_bytes = _grow(out_bytes, byte_pos + nl + 1 + nr)
+            out_bytes[byte_pos : byte_pos + nl] = low[tok_start[left] : tok_start[left] + nl]
+            out_bytes[byte_pos + nl] = 0x20
+            out_bytes[byte_pos + nl + 1 : byte_pos + nl + 1 + nr] = low[tok_start[right] : tok_start[right] + nr]
+            byte_pos += nl + 1 + nr
+            out_bigram[n_out] = True
+            n_out += 1
+            out_offsets[n_out] = byte_pos
+        doc_offsets[d + 1] = n_out
+    return doc_offsets, out_bytes[:byte_pos], out_offsets[: n_out + 1], out_bigram[:n_out]
+
+
+@dataclass
+class SignalBatch:
+    """Signals of a batch of documents as flat byte spans (CSR over documents)."""
+
+    doc_offsets: np.ndarray  # int64[n_docs + 1], into signals
+    data: np.ndarray  # uint8, signal bytes (lower-case ASCII)
+    offsets: np.ndarray  # int64[n_signals + 1], into data
+    is_bigram: np.ndarray  # bool[n_signals]
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.doc_offsets.shape[0] - 1)
+
+    def signal(self, i: int) -> str:
+        return self.data[self.offsets[i] : self.offsets[i + 1]].tobytes().decode("ascii")
+
+    def as_sets(self) -> list[frozenset[str]]:
+        raw = self.data.tobytes().decode("ascii")
+        offs = self.offsets.tolist()
+        strings = [raw[offs[i] : offs[i + 1]] for i in range(len(offs) - 1)]
+        d = self.doc_offsets.tolist()
+        return [frozenset(strings[d[i] : d[i + 1]]) for i in range(len(d) - 1)]
+
+
+def pack_values(docs: list[list[bytes]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flatten documents (lists of UTF-8 values) into (data, value_offsets, doc_values)."""
+    values = [v for doc in docs for v in doc]
+    value_offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    if values:
+        value_offsets[1:] = np.cumsum([len(v) for v in values])
+    doc_values = np.zeros(len(docs) + 1, dtype=np.int64)
+    if docs:
+        doc_values[1:] = np.cumsum([len(doc) for doc in docs])
+    data = np.frombuffer(b"".join(values), dtype=np.uint8)
+    return data, value_offsets, doc_values
+
+
+class Extractor:
+    """Holds the stopword table for repeated batch extraction."""
+
+    def __init__(self, stopwords: StopwordList, cap: int):
+        if cap < 1:
+            raise ValueError(f"cap must be >= 1, got {cap}")
+        self.cap = cap
+        self.table, self.stop_data, self.stop_offsets = stopword_table(stopwords)
+
+    def extract(self, data: np.ndarray, value_offsets: np.ndarray, doc_values: np.ndarray) -> SignalBatch:
+        return SignalBatch(
+            *extract_signals(data, value_offsets, doc_values, self.table, self.stop_data, self.stop_offsets, self.cap)
+        )
+
+
+def extract_batch(texts: list[bytes], stopwords: StopwordList, cap: int) -> SignalBatch:
+    """Signals of plain texts (one value each), given as UTF-8 bytes."""
+    return Extractor(stopwords, cap).extract(*pack_values([[t] for t in texts]))
+
+
+def extract_cards(cards: list[list[bytes]], stopwords: StopwordList, cap: int) -> SignalBatch:
+    """Signals of documents made of several values each (card_signals semantics)."""
+    return Extractor(stopwords, cap).extract(*pack_values(cards))
