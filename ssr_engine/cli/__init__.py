@@ -9,7 +9,6 @@ import sys
 # name -> (module, one-line help). Modules import only argparse at top level; the work
 # (and NumPy, Numba, PyArrow) is imported inside their run().
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("demo", "run the main job on an embedded generated collection (no download)"),
     "signals": ("signals_cmd", "print the signals of texts"),
 }
 
