@@ -23,12 +23,18 @@ __all__ = [
     "signals",
     "ReferenceIndex",
     "signals_many",
+    "build_index",
+    "open_index",
+    "verify_index",
 ]
 
 _LAZY = {
     "ReferenceIndex": ("reference", "ReferenceIndex"),
     "Hit": ("reference", "Hit"),
     "signals_many": ("signals", "signals_many"),
+    "build_index": ("build", "build_index"),
+    "open_index": ("format", "open_index"),
+    "verify_index": ("format", "verify_index"),
 }
 
 

@@ -73,6 +73,54 @@ def save_array(directory: Path, name: str, array: np.ndarray) -> None:
     np.save(directory / array_file(name), np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
 
 
+HEADER_BYTES = 128  # every array file's .npy header, padded to this size so it can be rewritten
+
+
+def _npy_header(dtype: np.dtype, n: int) -> bytes:
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
+    text = repr(header).encode("latin1")
+    body = HEADER_BYTES - 10  # magic (6) + version (2) + length (2)
+    if len(text) + 1 > body:
+        raise ValueError("npy header too long")
+    text = text + b" " * (body - len(text) - 1) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text
+
+
+class ArrayWriter:
+    """Appends to a 1-d .npy file of unknown final length; `close` writes the real header.
+
+    Used by the build to stream arrays larger than memory straight to disk.
+    """
+
+    def __init__(self, directory: Path, name: str):
+        self.dtype = np.dtype({**ARRAYS, **BM25_ARRAYS}[name])
+        self.path = directory / array_file(name)
+        self.count = 0
+        self._file = open(self.path, "wb")
+        self._file.write(_npy_header(self.dtype, 0))
+
+    def append(self, values: np.ndarray) -> None:
+        arr = np.ascontiguousarray(values, dtype=self.dtype)
+        self._file.write(arr.data)
+        self.count += arr.shape[0]
+
+    def close(self) -> None:
+        self._file.seek(0)
+        self._file.write(_npy_header(self.dtype, self.count))
+        self._file.close()
+
+
+def read_slice(path: Path, dtype: str | np.dtype, start: int, stop: int) -> np.ndarray:
+    """Entries [start, stop) of a 1-d .npy file, read (not mapped) so memory stays bounded."""
+    dt = np.dtype(dtype)
+    with open(path, "rb") as f:
+        major, _ = np.lib.format.read_magic(f)
+        size = 2 if major == 1 else 4
+        data_start = 8 + size + int.from_bytes(f.read(size), "little")
+        f.seek(data_start + start * dt.itemsize)
+        return np.fromfile(f, dtype=dt, count=max(stop - start, 0))
+
+
 def file_record(directory: Path, name: str) -> dict[str, Any]:
     path = directory / name
     return {"bytes": path.stat().st_size, "sha256": sha256_file(path)}

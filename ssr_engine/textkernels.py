@@ -173,18 +173,23 @@ def _grow(buf, need):
 
 
 @nb.njit(cache=True, nogil=True)
-def extract_signals(data, value_offsets, doc_values, table, stop_data, stop_offsets, cap):
+def extract_signals(data, value_starts, value_ends, doc_values, table, stop_data, stop_offsets, cap, bigrams):
     """Signals of each document, as byte strings.
 
-    data: UTF-8 bytes of all values; value_offsets: int64[n_values + 1] into data;
-    doc_values: int64[n_docs + 1] into values (a plain text is one value).
+    data: UTF-8 bytes; value v is data[value_starts[v]:value_ends[v]]; document d is made of
+    values doc_values[d] .. doc_values[d + 1] - 1 (a plain text is one value).
+    cap < 0 means no cap; bigrams=False gives unigrams only (the BM25 vocabulary).
     Returns (doc_offsets int64[n_docs + 1] into signals, signal bytes uint8[:],
-    signal offsets int64[n_signals + 1] into those bytes, is_bigram bool[n_signals]).
+    signal offsets int64[n_signals + 1] into those bytes, is_bigram bool[n_signals],
+    counts uint32[n_signals] (occurrences in the document), doc_tokens int64[n_docs]
+    (kept tokens per document)).
     """
     n_docs = doc_values.shape[0] - 1
     longest = 1
     for d in range(n_docs):
-        size = value_offsets[doc_values[d + 1]] - value_offsets[doc_values[d]]
+        size = 0
+        for v in range(doc_values[d], doc_values[d + 1]):
+            size += value_ends[v] - value_starts[v]
         if size + 1 > longest:
             longest = size + 1
     low = np.empty(longest, dtype=np.uint8)
@@ -203,6 +208,8 @@ def extract_signals(data, value_offsets, doc_values, table, stop_data, stop_offs
     out_bytes = np.empty(max(16, 2 * data.shape[0]), dtype=np.uint8)
     out_offsets = np.zeros(max(16, data.shape[0] // 2), dtype=np.int64)
     out_bigram = np.zeros(out_offsets.shape[0], dtype=np.bool_)
+    out_counts = np.zeros(out_offsets.shape[0], dtype=np.uint32)
+    doc_tokens = np.zeros(n_docs, dtype=np.int64)
     n_out = 0
     byte_pos = 0
 
@@ -212,7 +219,7 @@ def extract_signals(data, value_offsets, doc_values, table, stop_data, stop_offs
         for v in range(doc_values[d], doc_values[d + 1]):
             before = ntok
             pos, ntok = _tokenize_value(
-                data, value_offsets[v], value_offsets[v + 1], low, pos, tok_start, tok_len, ntok,
+                data, value_starts[v], value_ends[v], low, pos, tok_start, tok_len, ntok,
                 table, stop_data, stop_offsets,
             )
             for t in range(before, ntok):
@@ -232,19 +239,22 @@ def extract_signals(data, value_offsets, doc_values, table, stop_data, stop_offs
             uniq_count[n_uni - 1] += 1
         # distinct bigrams: adjacent tokens of one value; (left rank, right rank) order equals
         # the string order of "left right" because " " sorts before [a-z0-9]
+        doc_tokens[d] = ntok
         n_pairs = 0
-        for t in range(ntok - 1):
+        for t in range(ntok - 1 if bigrams else 0):
             if tok_value[t] == tok_value[t + 1]:
                 pair_keys[n_pairs] = rank[t] * n_uni + rank[t + 1]
                 n_pairs += 1
         keys = np.sort(pair_keys[:n_pairs])
+        bi_count = np.zeros(n_pairs, dtype=np.uint32)
         n_bi = 0
         for j in range(n_pairs):
             if j == 0 or keys[j] != keys[j - 1]:
                 keys[n_bi] = keys[j]
                 n_bi += 1
+            bi_count[n_bi - 1] += 1
         # the cap: unigrams by frequency desc then string asc, then bigrams by string asc
-        if n_uni + n_bi > cap:
+        if cap >= 0 and n_uni + n_bi > cap:
             for u in range(n_uni):
                 uni_keys[u] = (ntok - uniq_count[u]) * n_uni + u
             ukeys = np.sort(uni_keys[:n_uni])
@@ -261,6 +271,7 @@ def extract_signals(data, value_offsets, doc_values, table, stop_data, stop_offs
         need_sig = n_out + keep_uni + keep_bi + 1
         out_offsets = _grow(out_offsets, need_sig)
         out_bigram = _grow(out_bigram, need_sig)
+        out_counts = _grow(out_counts, need_sig)
         for u in range(keep_uni):
             t = uniq_first[uni_keys[u]]
             n = tok_len[t]
@@ -268,6 +279,7 @@ def extract_signals(data, value_offsets, doc_values, table, stop_data, stop_offs
             out_bytes[byte_pos : byte_pos + n] = low[tok_start[t] : tok_start[t] + n]
             byte_pos += n
             out_bigram[n_out] = False
+            out_counts[n_out] = uniq_count[uni_keys[u]]
             n_out += 1
             out_offsets[n_out] = byte_pos
         for j in range(keep_bi):
@@ -281,10 +293,13 @@ def extract_signals(data, value_offsets, doc_values, table, stop_data, stop_offs
             out_bytes[byte_pos + nl + 1 : byte_pos + nl + 1 + nr] = low[tok_start[right] : tok_start[right] + nr]
             byte_pos += nl + 1 + nr
             out_bigram[n_out] = True
+            out_counts[n_out] = bi_count[j]
             n_out += 1
             out_offsets[n_out] = byte_pos
         doc_offsets[d + 1] = n_out
-    return doc_offsets, out_bytes[:byte_pos], out_offsets[: n_out + 1], out_bigram[:n_out]
+    return (
+        doc_offsets, out_bytes[:byte_pos], out_offsets[: n_out + 1], out_bigram[:n_out], out_counts[:n_out], doc_tokens
+    )
 
 
 @dataclass
@@ -295,6 +310,8 @@ class SignalBatch:
     data: np.ndarray  # uint8, signal bytes (lower-case ASCII)
     offsets: np.ndarray  # int64[n_signals + 1], into data
     is_bigram: np.ndarray  # bool[n_signals]
+    counts: np.ndarray  # uint32[n_signals], occurrences of the signal in its document
+    doc_tokens: np.ndarray  # int64[n_docs], kept tokens per document
 
     @property
     def n_docs(self) -> int:
@@ -311,31 +328,41 @@ class SignalBatch:
         return [frozenset(strings[d[i] : d[i + 1]]) for i in range(len(d) - 1)]
 
 
-def pack_values(docs: list[list[bytes]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Flatten documents (lists of UTF-8 values) into (data, value_offsets, doc_values)."""
+def pack_values(docs: list[list[bytes]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Flatten documents (lists of UTF-8 values) into (data, value_starts, value_ends, doc_values)."""
     values = [v for doc in docs for v in doc]
-    value_offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    ends = np.zeros(len(values), dtype=np.int64)
     if values:
-        value_offsets[1:] = np.cumsum([len(v) for v in values])
+        ends[:] = np.cumsum([len(v) for v in values])
+    starts = ends - np.array([len(v) for v in values], dtype=np.int64)
     doc_values = np.zeros(len(docs) + 1, dtype=np.int64)
     if docs:
         doc_values[1:] = np.cumsum([len(doc) for doc in docs])
     data = np.frombuffer(b"".join(values), dtype=np.uint8)
-    return data, value_offsets, doc_values
+    return data, starts, ends, doc_values
 
 
 class Extractor:
-    """Holds the stopword table for repeated batch extraction."""
+    """Holds the stopword table for repeated batch extraction.
 
-    def __init__(self, stopwords: StopwordList, cap: int):
-        if cap < 1:
+    cap=None: no cap; bigrams=False: unigrams only (with counts: the BM25 vocabulary).
+    """
+
+    def __init__(self, stopwords: StopwordList, cap: int | None, bigrams: bool = True):
+        if cap is not None and cap < 1:
             raise ValueError(f"cap must be >= 1, got {cap}")
-        self.cap = cap
+        self.cap = -1 if cap is None else cap
+        self.bigrams = bigrams
         self.table, self.stop_data, self.stop_offsets = stopword_table(stopwords)
 
-    def extract(self, data: np.ndarray, value_offsets: np.ndarray, doc_values: np.ndarray) -> SignalBatch:
+    def extract(
+        self, data: np.ndarray, value_starts: np.ndarray, value_ends: np.ndarray, doc_values: np.ndarray
+    ) -> SignalBatch:
         return SignalBatch(
-            *extract_signals(data, value_offsets, doc_values, self.table, self.stop_data, self.stop_offsets, self.cap)
+            *extract_signals(
+                data, value_starts, value_ends, doc_values,
+                self.table, self.stop_data, self.stop_offsets, self.cap, self.bigrams,
+            )
         )
 
 

@@ -1,0 +1,109 @@
+"""External document ids during a build: duplicate detection, doc_ids.parquet, doc_rank.
+
+Memory is O(N) small integers (a sorted array of 64-bit id hashes plus the ids as Arrow
+strings), never a Python object per document.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..corpus import BadLine, Chunk, select_docs
+from ..errors import InputError
+from ..format import save_array
+from ..hashing import hash_spans
+
+_INT_PATTERN = r"^-?[0-9]+$"
+
+
+class DocIdTable:
+    def __init__(self, path: Path):
+        self.path = path
+        self.chunks: list[pa.Array] = []
+        self.line_chunks: list[np.ndarray] = []
+        self.starts: list[int] = []
+        self.n = 0
+        self.seen_hash = np.zeros(0, dtype=np.uint64)
+        self.seen_doc = np.zeros(0, dtype=np.int64)
+
+    def _id_at(self, doc: int) -> tuple[str, int]:
+        c = bisect.bisect_right(self.starts, doc) - 1
+        i = doc - self.starts[c]
+        return self.chunks[c][i].as_py(), int(self.line_chunks[c][i])
+
+    def add(self, chunk: Chunk, skip_bad_lines: bool, bad: list[BadLine]) -> Chunk:
+        """Check the chunk's ids against all earlier ones; returns it (minus skipped duplicates)."""
+        if chunk.n_docs == 0:
+            return chunk
+        encoded = [i.encode("utf-8") for i in chunk.ids]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        hashes = hash_spans(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, np.uint64(0), np.uint64(2**64 - 1))
+        keep = np.ones(chunk.n_docs, dtype=bool)
+        # candidates: hash seen before, or repeated inside the chunk
+        pos = np.searchsorted(self.seen_hash, hashes)
+        hit_before = (pos < self.seen_hash.shape[0]) & (self.seen_hash[np.minimum(pos, max(self.seen_hash.shape[0] - 1, 0))] == hashes) if self.seen_hash.shape[0] else np.zeros(chunk.n_docs, dtype=bool)
+        _, first_idx, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+        repeated = first_idx[inverse] != np.arange(chunk.n_docs)
+        for i in np.flatnonzero(hit_before | repeated).tolist():
+            earlier = self._earlier_line(chunk, i, hashes)
+            if earlier is None:
+                continue  # same hash, different id
+            message = f"duplicate document id {chunk.ids[i]!r} (first at line {earlier})"
+            if not skip_bad_lines:
+                raise InputError(self.path, int(chunk.lines[i]), message)
+            bad.append(BadLine(int(chunk.lines[i]), message))
+            keep[i] = False
+        chunk = select_docs(chunk, keep)
+        hashes = hashes[keep]
+        order = np.argsort(hashes, kind="stable")
+        docs = self.n + order.astype(np.int64)
+        where = np.searchsorted(self.seen_hash, hashes[order])
+        self.seen_hash = np.insert(self.seen_hash, where, hashes[order])
+        self.seen_doc = np.insert(self.seen_doc, where, docs)
+        self.starts.append(self.n)
+        self.chunks.append(pa.array(chunk.ids, type=pa.string()))
+        self.line_chunks.append(chunk.lines)
+        self.n += chunk.n_docs
+        return chunk
+
+    def _earlier_line(self, chunk: Chunk, i: int, hashes: np.ndarray) -> int | None:
+        doc_id = chunk.ids[i]
+        for j in range(i):  # earlier in this chunk (rare: only on a hash repeat)
+            if hashes[j] == hashes[i] and chunk.ids[j] == doc_id:
+                return int(chunk.lines[j])
+        lo = int(np.searchsorted(self.seen_hash, hashes[i], side="left"))
+        hi = int(np.searchsorted(self.seen_hash, hashes[i], side="right"))
+        for k in range(lo, hi):
+            other, line = self._id_at(int(self.seen_doc[k]))
+            if other == doc_id:
+                return line
+        return None
+
+    def finish(self, out_dir: Path) -> dict[str, Any]:
+        """Write doc_ids.parquet and doc_rank.npy; returns the id settings for the manifest."""
+        ids = pa.chunked_array(self.chunks, type=pa.string()).combine_chunks()
+        pq.write_table(pa.table({"id": ids}), out_dir / "doc_ids.parquet")
+        integer = bool(pc.all(pc.match_substring_regex(ids, _INT_PATTERN)).as_py())
+        order: np.ndarray
+        if integer:
+            try:
+                values = pc.cast(ids, pa.int64())
+                table = pa.table({"value": values, "id": ids})
+                order = pc.sort_indices(table, sort_keys=[("value", "ascending"), ("id", "ascending")]).to_numpy()
+            except pa.ArrowInvalid:  # beyond int64: Python integers
+                py = ids.to_pylist()
+                order = np.array(sorted(range(len(py)), key=lambda i: (int(py[i]), py[i])), dtype=np.int64)
+        else:
+            order = pc.sort_indices(ids).to_numpy()  # UTF-8 byte order = code point order = Python str order
+        rank = np.empty(len(ids), dtype=np.uint32)
+        rank[order] = np.arange(len(ids), dtype=np.uint32)
+        save_array(out_dir, "doc_rank", rank)
+        return {"integer": integer, "order": "integer" if integer else "string"}

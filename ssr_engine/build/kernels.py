@@ -1,0 +1,139 @@
+"""Numba kernels of the build: chunk inversion into runs, bucket merge, forward CSR.
+
+Arrays in, arrays out; imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True, nogil=True)
+def _same_bytes(data, a0, a1, b0, b1):
+    if a1 - a0 != b1 - b0:
+        return False
+    for i in range(a1 - a0):
+        if data[a0 + i] != data[b0 + i]:
+            return False
+    return True
+
+
+@nb.njit(cache=True, nogil=True)
+def invert_chunk(order, hashes, sig_doc, first_doc, data, offsets, counts):
+    """Group a chunk's signals (sorted by hash through `order`, stable) into a run.
+
+    Returns (uniq_hash, uniq_df, uniq_rep (signal index of each term's string),
+    post_docs uint32 (global doc ids, grouped by term, ascending), post_tf uint32,
+    local uint32 (term index of each signal, in signal order), collision (a signal index
+    whose string differs from its group's, or -1)).
+    """
+    n = order.shape[0]
+    n_uniq = 0
+    for j in range(n):
+        if j == 0 or hashes[order[j]] != hashes[order[j - 1]]:
+            n_uniq += 1
+    uniq_hash = np.empty(n_uniq, dtype=np.uint64)
+    uniq_df = np.zeros(n_uniq, dtype=np.int64)
+    uniq_rep = np.empty(n_uniq, dtype=np.int64)
+    post_docs = np.empty(n, dtype=np.uint32)
+    post_tf = np.empty(n, dtype=np.uint32)
+    local = np.empty(n, dtype=np.uint32)
+    g = -1
+    collision = -1
+    for j in range(n):
+        s = order[j]
+        if j == 0 or hashes[s] != hashes[order[j - 1]]:
+            g += 1
+            uniq_hash[g] = hashes[s]
+            uniq_rep[g] = s
+        elif collision < 0:
+            r = uniq_rep[g]
+            if not _same_bytes(data, offsets[s], offsets[s + 1], offsets[r], offsets[r + 1]):
+                collision = s
+        uniq_df[g] += 1
+        post_docs[j] = first_doc + sig_doc[s]
+        post_tf[j] = counts[s]
+        local[s] = g
+    return uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local, collision
+
+
+@nb.njit(cache=True, nogil=True)
+def gather_strings(data, offsets, picks):
+    """Concatenate the byte spans `picks` of (data, offsets): (new offsets, new bytes)."""
+    m = picks.shape[0]
+    out_off = np.zeros(m + 1, dtype=np.int64)
+    for i in range(m):
+        p = picks[i]
+        out_off[i + 1] = out_off[i] + offsets[p + 1] - offsets[p]
+    out = np.empty(out_off[m], dtype=np.uint8)
+    for i in range(m):
+        p = picks[i]
+        out[out_off[i] : out_off[i + 1]] = data[offsets[p] : offsets[p + 1]]
+    return out_off, out
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_bucket(order, hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, base_term):
+    """Merge the bucket's entries from all runs (concatenated in run order; `order` sorts them
+    by hash, stably, so equal hashes keep run order and their doc lists concatenate ascending).
+
+    Returns (vocab, term_df, rep (entry holding each term's string), docs, tf,
+    term_of_entry uint32, collision (an entry index whose string differs, or -1)).
+    """
+    n = order.shape[0]
+    n_terms = 0
+    total = 0
+    for j in range(n):
+        if j == 0 or hashes[order[j]] != hashes[order[j - 1]]:
+            n_terms += 1
+        total += dfs[order[j]]
+    vocab = np.empty(n_terms, dtype=np.uint64)
+    term_df = np.zeros(n_terms, dtype=np.int64)
+    rep = np.empty(n_terms, dtype=np.int64)
+    docs = np.empty(total, dtype=np.uint32)
+    tf = np.empty(total, dtype=np.uint32)
+    term_of_entry = np.empty(n, dtype=np.uint32)
+    g = -1
+    pos = 0
+    collision = -1
+    for j in range(n):
+        e = order[j]
+        if j == 0 or hashes[e] != hashes[order[j - 1]]:
+            g += 1
+            vocab[g] = hashes[e]
+            rep[g] = e
+        elif collision < 0:
+            r = rep[g]
+            if not _same_bytes(str_bytes, str_off[e], str_off[e + 1], str_off[r], str_off[r + 1]):
+                collision = e
+        term_df[g] += dfs[e]
+        a = post_off[e]
+        b = post_off[e + 1]
+        docs[pos : pos + b - a] = post_docs[a:b]
+        tf[pos : pos + b - a] = post_tf[a:b]
+        pos += b - a
+        term_of_entry[e] = base_term + g
+    return vocab, term_df, rep, docs, tf, term_of_entry, collision
+
+
+@nb.njit(cache=True, nogil=True)
+def forward_terms(term_map, local, doc_offsets):
+    """Term ids of each document's signals, ascending within each document."""
+    out = np.empty(local.shape[0], dtype=np.uint32)
+    for i in range(local.shape[0]):
+        out[i] = term_map[local[i]]
+    for d in range(doc_offsets.shape[0] - 1):
+        a = doc_offsets[d]
+        b = doc_offsets[d + 1]
+        if b - a > 64:
+            out[a:b] = np.sort(out[a:b])
+            continue
+        for i in range(a + 1, b):  # insertion sort: short lists (at most `cap` for SSR)
+            v = out[i]
+            j = i - 1
+            while j >= a and out[j] > v:
+                out[j + 1] = out[j]
+                j -= 1
+            out[j + 1] = v
+    return out

@@ -1,0 +1,187 @@
+"""Merge of sorted runs into the final CSR, bucket by bucket over the hash space.
+
+Each run's hashes are sorted, so a bucket (a range of hash values) is a contiguous slice of
+every run: a bucket is read (not mapped), merged in memory, appended to the outputs, and
+freed. Memory is set by the bucket size, not by the corpus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..format import ArrayWriter, read_slice
+from .kernels import forward_terms, gather_strings, merge_bucket
+from .runs import HashCollision, RunInfo, run_file
+
+BUCKET_ENTRIES = 4_000_000  # target run entries per bucket
+
+
+def _data_offset(path: Path) -> int:
+    with open(path, "rb") as f:
+        major, _ = np.lib.format.read_magic(f)
+        size = 2 if major == 1 else 4
+        return 8 + size + int.from_bytes(f.read(size), "little")
+
+
+def bucket_cuts(run_dir: Path, runs: list[RunInfo], n_buckets: int) -> np.ndarray:
+    """cuts[r, b] = first entry of run r whose hash falls in bucket b (b = 0..n_buckets)."""
+    shift = 64 - int(np.log2(n_buckets))
+    bounds = np.array([b << shift for b in range(1, n_buckets)], dtype=np.uint64) if n_buckets > 1 else None
+    cuts = np.zeros((len(runs), n_buckets + 1), dtype=np.int64)
+    for r, run in enumerate(runs):
+        cuts[r, n_buckets] = run.n_terms
+        if bounds is not None:
+            hashes = np.load(run_file(run_dir, run.index, "uniq_hash"), mmap_mode="r")
+            cuts[r, 1:n_buckets] = np.searchsorted(hashes, bounds)
+            del hashes
+    return cuts
+
+
+def merge_runs(
+    run_dir: Path,
+    out_dir: Path,
+    runs: list[RunInfo],
+    keep_tf: bool,
+    progress: Callable[[int], None] = lambda n: None,
+) -> tuple[int, int]:
+    """Write vocab, postings, signal strings and per-run term maps; returns (V, P)."""
+    total = sum(r.n_terms for r in runs)
+    n_buckets = 1
+    while n_buckets * BUCKET_ENTRIES < total:
+        n_buckets *= 2
+    cuts = bucket_cuts(run_dir, runs, n_buckets)
+    maps = []
+    for run in runs:
+        path = run_file(run_dir, run.index, "term_map")
+        np.lib.format.open_memmap(path, mode="w+", dtype=np.uint32, shape=(run.n_terms,)).flush()
+        maps.append((path, _data_offset(path)))
+
+    vocab = ArrayWriter(out_dir, "vocab")
+    indptr = ArrayWriter(out_dir, "postings_indptr")
+    docs = ArrayWriter(out_dir, "postings_docs")
+    tfs = ArrayWriter(out_dir, "postings_tf") if keep_tf else None
+    sig_off = ArrayWriter(out_dir, "signal_offsets")
+    sig_bytes = ArrayWriter(out_dir, "signal_bytes")
+    indptr.append(np.zeros(1, dtype=np.int64))
+    sig_off.append(np.zeros(1, dtype=np.int64))
+    schema = pa.schema([("hash", pa.uint64()), ("signal", pa.large_string())])
+    table_writer = pq.ParquetWriter(out_dir / "signals.parquet", schema)
+    n_terms = 0
+    n_postings = 0
+    n_bytes = 0
+    try:
+        for b in range(n_buckets):
+            parts = _read_bucket(run_dir, runs, cuts[:, b], cuts[:, b + 1], keep_tf)
+            hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, entry_runs = parts
+            order = np.argsort(hashes, kind="stable")
+            v, df, rep, d, tf, term_of_entry, collision = merge_bucket(
+                order, hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, np.int64(n_terms)
+            )
+            if collision >= 0:
+                first = int(rep[int(term_of_entry[collision]) - n_terms])
+                raise HashCollision(_entry_string(str_off, str_bytes, first), _entry_string(str_off, str_bytes, collision))
+            s_off, s_bytes = gather_strings(str_bytes, str_off, rep)
+            vocab.append(v)
+            indptr.append(n_postings + np.cumsum(df))
+            docs.append(d)
+            if tfs is not None:
+                tfs.append(tf)
+            sig_off.append(n_bytes + s_off[1:])
+            sig_bytes.append(s_bytes)
+            strings = pa.Array.from_buffers(
+                pa.large_string(), v.shape[0], [None, pa.py_buffer(s_off), pa.py_buffer(s_bytes)]
+            )
+            table_writer.write_table(pa.table({"hash": pa.array(v), "signal": strings}, schema=schema))
+            for r, (path, offset) in enumerate(maps):
+                lo = int(cuts[r, b])
+                part = term_of_entry[entry_runs[r] : entry_runs[r + 1]]
+                if part.shape[0]:
+                    with open(path, "r+b") as f:
+                        f.seek(offset + lo * 4)
+                        f.write(np.ascontiguousarray(part).data)
+            n_terms += int(v.shape[0])
+            n_postings += int(d.shape[0])
+            n_bytes += int(s_bytes.shape[0])
+            progress(int(hashes.shape[0]))
+    finally:
+        table_writer.close()
+        for w in (vocab, indptr, docs, tfs, sig_off, sig_bytes):
+            if w is not None:
+                w.close()
+    return n_terms, n_postings
+
+
+def _entry_string(str_off: np.ndarray, str_bytes: np.ndarray, e: int) -> str:
+    return str_bytes[str_off[e] : str_off[e + 1]].tobytes().decode("utf-8", "replace")
+
+
+def _read_bucket(run_dir: Path, runs: list[RunInfo], lo: np.ndarray, hi: np.ndarray, keep_tf: bool):
+    hashes, dfs, offs, strs, poffs, pdocs, ptfs = [], [], [], [], [], [], []
+    entry_runs = np.zeros(len(runs) + 1, dtype=np.int64)
+    str_base = 0
+    post_base = 0
+    for r, run in enumerate(runs):
+        a, b = int(lo[r]), int(hi[r])
+        entry_runs[r + 1] = entry_runs[r] + (b - a)
+        if a == b:
+            continue
+        f = lambda name, s, e: read_slice(run_file(run_dir, run.index, name), _RUN_DTYPES[name], s, e)  # noqa: E731
+        hashes.append(f("uniq_hash", a, b))
+        dfs.append(f("uniq_df", a, b))
+        so = f("str_off", a, b + 1)
+        strs.append(f("str_bytes", int(so[0]), int(so[-1])))
+        offs.append(so[:-1] - so[0] + str_base)
+        str_base += int(so[-1] - so[0])
+        po = f("post_off", a, b + 1)
+        pdocs.append(f("post_docs", int(po[0]), int(po[-1])))
+        if keep_tf:
+            ptfs.append(f("post_tf", int(po[0]), int(po[-1])))
+        poffs.append(po[:-1] - po[0] + post_base)
+        post_base += int(po[-1] - po[0])
+
+    def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+    str_off = np.append(cat(offs, np.int64), str_base).astype(np.int64)
+    post_off = np.append(cat(poffs, np.int64), post_base).astype(np.int64)
+    post_docs = cat(pdocs, np.uint32)
+    post_tf = cat(ptfs, np.uint32) if keep_tf else np.zeros(post_docs.shape[0], dtype=np.uint32)
+    return (
+        cat(hashes, np.uint64), cat(dfs, np.int64), str_off, cat(strs, np.uint8), post_off, post_docs, post_tf,
+        entry_runs,
+    )
+
+
+_RUN_DTYPES = {
+    "uniq_hash": "uint64", "uniq_df": "int64", "str_off": "int64", "str_bytes": "uint8", "post_off": "int64",
+    "post_docs": "uint32", "post_tf": "uint32", "local": "uint32", "doc_offsets": "int64", "doc_tokens": "uint32",
+    "term_map": "uint32",
+}
+
+
+def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_lengths: bool) -> None:
+    """forward_indptr / forward_terms (and BM25 doc_lengths), run by run in document order."""
+    fwd_ptr = ArrayWriter(out_dir, "forward_indptr")
+    fwd_terms = ArrayWriter(out_dir, "forward_terms")
+    lengths = ArrayWriter(out_dir, "doc_lengths") if keep_lengths else None
+    fwd_ptr.append(np.zeros(1, dtype=np.int64))
+    base = 0
+    try:
+        for run in runs:
+            term_map = np.load(run_file(run_dir, run.index, "term_map"))
+            local = np.load(run_file(run_dir, run.index, "local"))
+            doc_offsets = np.load(run_file(run_dir, run.index, "doc_offsets"))
+            fwd_terms.append(forward_terms(term_map, local, doc_offsets))
+            fwd_ptr.append(base + doc_offsets[1:])
+            base += int(doc_offsets[-1])
+            if lengths is not None:
+                lengths.append(np.load(run_file(run_dir, run.index, "doc_tokens")))
+    finally:
+        for w in (fwd_ptr, fwd_terms, lengths):
+            if w is not None:
+                w.close()

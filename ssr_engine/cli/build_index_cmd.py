@@ -1,0 +1,45 @@
+"""`ssr build-index --collection FILE --out DIR`: build an index."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--collection", required=True, metavar="FILE", help="MS MARCO TSV (id<TAB>text) or JSONL")
+    p.add_argument("--out", required=True, metavar="DIR", help="index directory to create")
+    p.add_argument("--format", dest="fmt", choices=("auto", "tsv", "jsonl"), default="auto",
+                   help="collection format (default: by file extension, .jsonl/.json = JSONL)")
+    p.add_argument("--scoring", choices=("ssr", "bm25"), default="ssr",
+                   help="ssr: binary capped signals (default); bm25: unigram term frequencies")
+    p.add_argument("--stem", action="store_true", help="Porter-stem BM25 terms (needs the 'stem' extra)")
+    p.add_argument("--stopwords", metavar="FILE", help="replacement stopword list, one word per line")
+    p.add_argument("--cap", type=int, default=64, help="at most this many signals per document (default 64)")
+    p.add_argument("--chunk-docs", type=int, default=100_000,
+                   help="documents per in-memory chunk: sets the build's memory (default 100000)")
+    p.add_argument("--workers", type=int, default=None, help="parallel inversion threads (default: all cores)")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip malformed lines (counted and listed in the manifest) instead of failing")
+    p.add_argument("--force", action="store_true", help="replace an existing index at --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..build import build_index
+    from ..format import open_index
+
+    out = build_index(
+        args.collection, args.out, fmt=args.fmt, stopwords=args.stopwords, cap=args.cap, chunk_docs=args.chunk_docs,
+        workers=args.workers, skip_bad_lines=args.skip_bad_lines, force=args.force, scoring=args.scoring,
+        stem=args.stem, quiet=args.quiet,
+    )
+    m = open_index(out).manifest
+    c = m["counts"]
+    print(
+        f"built {out}: {c['documents']} documents, {c['terms']} terms, {c['postings']} postings, "
+        f"{m['input']['lines_skipped']} lines skipped, {m['build']['seconds']:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
