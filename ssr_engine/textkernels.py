@@ -13,105 +13,142 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from .hashing import fnv1a64
 from .stopwords import StopwordList
 
 _EMPTY = -1
+_PACKED = 16  # tokens up to this many bytes are compared and looked up as two packed uint64 keys
+
+# byte -> lower-case ASCII token byte, or 0 for a separator (every byte >= 0x80 is 0 here;
+# the two multi-byte exceptions are handled in _tokenize_value)
+_LOWER = np.zeros(256, dtype=np.uint8)
+for _c in range(ord("a"), ord("z") + 1):
+    _LOWER[_c] = _c
+    _LOWER[_c - 32] = _c
+for _c in range(ord("0"), ord("9") + 1):
+    _LOWER[_c] = _c
 
 
-def stopword_table(stopwords: StopwordList) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Open-addressing hash table over the stopwords that can equal a token.
+def _pack(word: bytes) -> tuple[int, int]:
+    """Big-endian, left-aligned, zero-padded keys of a word's bytes 0..7 and 8..15."""
+    padded = word[:_PACKED].ljust(_PACKED, b"\0")
+    return int.from_bytes(padded[:8], "big"), int.from_bytes(padded[8:], "big")
 
-    Returns (table of word indexes or -1, concatenated word bytes, word offsets).
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _slot(k1, k2, mask):
+    h = k1 * np.uint64(0x9E3779B97F4A7C15) + (k2 ^ (k2 >> np.uint64(29))) * np.uint64(0xBF58476D1CE4E5B9)
+    return np.int64((h >> np.uint64(32)) & np.uint64(mask))
+
+
+def stopword_table(stopwords: StopwordList) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Tables over the stopwords that can equal a token (lower-case [a-z0-9], length >= 2).
+
+    Returns (key1, key2) of an open-addressing table of packed words up to 16 bytes (key1 == 0
+    marks an empty slot: a token's first byte is never 0), and (bytes, offsets) of the longer words.
     """
     words = sorted(w for w in stopwords.words if len(w) >= 2 and w.isascii() and w.isalnum() and w == w.lower())
-    encoded = [w.encode("ascii") for w in words]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(e) for e in encoded])
-    data = np.frombuffer(b"".join(encoded) or b"\0", dtype=np.uint8).copy()
+    short = [w.encode("ascii") for w in words if len(w) <= _PACKED]
+    long = [w.encode("ascii") for w in words if len(w) > _PACKED]
     size = 16
-    while size < 4 * len(encoded):
+    while size < 4 * len(short):
         size *= 2
-    table = np.full(size, _EMPTY, dtype=np.int64)
-    for i in range(len(encoded)):
-        slot = int(fnv1a64(data, offsets[i], offsets[i + 1], 0)) & (size - 1)
-        while table[slot] != _EMPTY:
+    key1 = np.zeros(size, dtype=np.uint64)
+    key2 = np.zeros(size, dtype=np.uint64)
+    for word in short:
+        k1, k2 = (np.uint64(k) for k in _pack(word))
+        slot = int(_slot(k1, k2, size - 1))
+        while key1[slot] != 0:
             slot = (slot + 1) & (size - 1)
-        table[slot] = i
-    return table, data, offsets
+        key1[slot], key2[slot] = k1, k2
+    offsets = np.zeros(len(long) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(e) for e in long])
+    data = np.frombuffer(b"".join(long) or b"\0", dtype=np.uint8).copy()
+    return key1, key2, data, offsets
 
 
 @nb.njit(cache=True, nogil=True)
-def _is_stopword(buf, start, end, table, stop_data, stop_offsets):
-    mask = table.shape[0] - 1
-    slot = np.int64(fnv1a64(buf, start, end, 0) & np.uint64(mask))
+def _is_long_stopword(buf, start, end, long_data, long_offsets):
+    """Stopwords over 16 bytes (rare: only user lists have them), compared byte by byte."""
     n = end - start
-    while table[slot] != -1:
-        w = table[slot]
-        ws = stop_offsets[w]
-        if stop_offsets[w + 1] - ws == n:
+    for w in range(long_offsets.shape[0] - 1):
+        ws = long_offsets[w]
+        if long_offsets[w + 1] - ws == n:
             same = True
             for i in range(n):
-                if stop_data[ws + i] != buf[start + i]:
+                if long_data[ws + i] != buf[start + i]:
                     same = False
                     break
             if same:
                 return True
-        slot = (slot + 1) & mask
     return False
 
 
+# Hot loops below are written out by hand rather than split into small functions: a call that
+# passes arrays costs reference-count updates, ~100 ns, which dominated per-token work.
 @nb.njit(cache=True, nogil=True)
-def _tokenize_value(data, start, end, low, low_pos, tok_start, tok_len, ntok, table, stop_data, stop_offsets):
-    """Append the kept tokens of one value; returns (low_pos, ntok)."""
+def _tokenize_value(data, start, end, low, low_pos, tok_start, tok_len, tok_k1, tok_k2, ntok,
+                    key1, key2, long_data, long_offsets):
+    """Append the kept tokens of one value to low/tok_*; returns (low_pos, ntok)."""
     cur = low_pos  # start of the token being read, in `low`
     pos = low_pos
+    k1 = np.uint64(0)
+    k2 = np.uint64(0)
+    mask = key1.shape[0] - 1
+    has_long = long_offsets.shape[0] > 1
     i = start
-    while True:
-        ends_token = True
+    while i <= end:
+        close_after = False
         if i < end:
             b = data[i]
-            ch = np.int64(-1)  # ASCII byte to append, or -1 for a separator
-            step = 1
-            trailing_separator = False
-            if b < 0x80:
-                if 0x41 <= b <= 0x5A:
-                    ch = b + 32
-                elif (0x61 <= b <= 0x7A) or (0x30 <= b <= 0x39):
-                    ch = b
-            else:
-                if b >= 0xF0:
-                    step = 4
-                elif b >= 0xE0:
-                    step = 3
-                elif b >= 0xC0:
-                    step = 2
-                if b == 0xC4 and i + 1 < end and data[i + 1] == 0xB0:
-                    ch = 0x69  # U+0130 lowers to "i" + U+0307
-                    trailing_separator = True
-                elif b == 0xE2 and i + 2 < end and data[i + 1] == 0x84 and data[i + 2] == 0xAA:
-                    ch = 0x6B  # U+212A KELVIN SIGN lowers to "k"
-            i += step
-            if ch >= 0:
-                low[pos] = ch
+            c = _LOWER[b]
+            i += 1
+            if c == 0 and b >= 0xC0:
+                # multi-byte UTF-8: U+0130 lowers to "i" + U+0307 (a separator), U+212A to "k"
+                if b == 0xC4 and i < end and data[i] == 0xB0:
+                    c = np.uint8(0x69)
+                    close_after = True
+                elif b == 0xE2 and i + 1 < end and data[i] == 0x84 and data[i + 1] == 0xAA:
+                    c = np.uint8(0x6B)
+                i += 1 if b < 0xE0 else (2 if b < 0xF0 else 3)
+            if c != 0:
+                n = pos - cur
+                if n < 8:
+                    k1 |= np.uint64(c) << np.uint64(56 - 8 * n)
+                elif n < 16:
+                    k2 |= np.uint64(c) << np.uint64(120 - 8 * n)
+                low[pos] = c
                 pos += 1
-                ends_token = trailing_separator
-        if ends_token:
-            n = pos - cur
-            if n >= 2 and not _is_stopword(low, cur, pos, table, stop_data, stop_offsets):
+                if not close_after:
+                    continue
+        else:
+            i += 1  # end of value: close the last token
+        n = pos - cur
+        if n >= 2:
+            stop = False
+            if n <= 16:
+                slot = _slot(k1, k2, mask)
+                while key1[slot] != 0:
+                    if key1[slot] == k1 and key2[slot] == k2:
+                        stop = True
+                        break
+                    slot = (slot + 1) & mask
+            elif has_long:
+                stop = _is_long_stopword(low, cur, pos, long_data, long_offsets)
+            if not stop:
                 tok_start[ntok] = cur
                 tok_len[ntok] = n
+                tok_k1[ntok] = k1
+                tok_k2[ntok] = k2
                 ntok += 1
                 cur = pos
-            else:
-                pos = cur  # discard the token's bytes
-            if i >= end:
-                break
-    return pos, ntok
+        pos = cur
+        k1 = np.uint64(0)
+        k2 = np.uint64(0)
+    return cur, ntok
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _cmp_tokens(low, s1, n1, s2, n2):
+def _cmp_bytes(low, s1, n1, s2, n2):
     m = n1 if n1 < n2 else n2
     for i in range(m):
         a = low[s1 + i]
@@ -124,8 +161,8 @@ def _cmp_tokens(low, s1, n1, s2, n2):
 
 
 @nb.njit(cache=True, nogil=True)
-def _sort_tokens(order, tmp, low, tok_start, tok_len, n):
-    """Stable merge sort of token indexes by token bytes."""
+def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
+    """Stable merge sort of token indexes by token string (packed keys; bytes past 16)."""
     width = 1
     src = order
     dst = tmp
@@ -138,7 +175,15 @@ def _sort_tokens(order, tmp, low, tok_start, tok_len, n):
             while a < mid and b < hi:
                 ta = src[a]
                 tb = src[b]
-                if _cmp_tokens(low, tok_start[ta], tok_len[ta], tok_start[tb], tok_len[tb]) <= 0:
+                if tok_k1[ta] != tok_k1[tb]:
+                    take_a = tok_k1[ta] < tok_k1[tb]
+                elif tok_k2[ta] != tok_k2[tb]:
+                    take_a = tok_k2[ta] < tok_k2[tb]
+                elif tok_len[ta] <= 16 and tok_len[tb] <= 16:
+                    take_a = tok_len[ta] <= tok_len[tb]
+                else:
+                    take_a = _cmp_bytes(low, tok_start[ta], tok_len[ta], tok_start[tb], tok_len[tb]) <= 0
+                if take_a:
                     dst[k] = ta
                     a += 1
                 else:
@@ -173,7 +218,7 @@ def _grow(buf, need):
 
 
 @nb.njit(cache=True, nogil=True)
-def extract_signals(data, value_starts, value_ends, doc_values, table, stop_data, stop_offsets, cap, bigrams):
+def extract_signals(data, value_starts, value_ends, doc_values, key1, key2, long_data, long_offsets, cap, bigrams):
     """Signals of each document, as byte strings.
 
     data: UTF-8 bytes; value v is data[value_starts[v]:value_ends[v]]; document d is made of
@@ -195,6 +240,9 @@ def extract_signals(data, value_starts, value_ends, doc_values, table, stop_data
     low = np.empty(longest, dtype=np.uint8)
     tok_start = np.empty(longest, dtype=np.int64)
     tok_len = np.empty(longest, dtype=np.int64)
+    tok_k1 = np.empty(longest, dtype=np.uint64)
+    tok_k2 = np.empty(longest, dtype=np.uint64)
+    bi_count = np.empty(longest, dtype=np.uint32)
     tok_value = np.empty(longest, dtype=np.int64)
     order = np.empty(longest, dtype=np.int64)
     tmp = np.empty(longest, dtype=np.int64)
@@ -219,19 +267,25 @@ def extract_signals(data, value_starts, value_ends, doc_values, table, stop_data
         for v in range(doc_values[d], doc_values[d + 1]):
             before = ntok
             pos, ntok = _tokenize_value(
-                data, value_starts[v], value_ends[v], low, pos, tok_start, tok_len, ntok,
-                table, stop_data, stop_offsets,
+                data, value_starts[v], value_ends[v], low, pos, tok_start, tok_len, tok_k1, tok_k2, ntok,
+                key1, key2, long_data, long_offsets,
             )
             for t in range(before, ntok):
                 tok_value[t] = v
         # distinct unigrams: sort tokens by bytes, give each token the rank of its string
         for t in range(ntok):
             order[t] = t
-        _sort_tokens(order, tmp, low, tok_start, tok_len, ntok)
+        _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, ntok)
         n_uni = 0
         for j in range(ntok):
             t = order[j]
-            if j == 0 or _cmp_tokens(low, tok_start[order[j - 1]], tok_len[order[j - 1]], tok_start[t], tok_len[t]) != 0:
+            new = j == 0
+            if not new:
+                p = order[j - 1]
+                new = tok_k1[p] != tok_k1[t] or tok_k2[p] != tok_k2[t] or tok_len[p] != tok_len[t]
+                if not new and tok_len[t] > 16:
+                    new = _cmp_bytes(low, tok_start[p], tok_len[p], tok_start[t], tok_len[t]) != 0
+            if new:
                 uniq_first[n_uni] = t
                 uniq_count[n_uni] = 0
                 n_uni += 1
@@ -245,8 +299,9 @@ def extract_signals(data, value_starts, value_ends, doc_values, table, stop_data
             if tok_value[t] == tok_value[t + 1]:
                 pair_keys[n_pairs] = rank[t] * n_uni + rank[t + 1]
                 n_pairs += 1
-        keys = np.sort(pair_keys[:n_pairs])
-        bi_count = np.zeros(n_pairs, dtype=np.uint32)
+        keys = pair_keys[:n_pairs]
+        keys.sort()
+        bi_count[:n_pairs] = 0
         n_bi = 0
         for j in range(n_pairs):
             if j == 0 or keys[j] != keys[j - 1]:
@@ -257,7 +312,8 @@ def extract_signals(data, value_starts, value_ends, doc_values, table, stop_data
         if cap >= 0 and n_uni + n_bi > cap:
             for u in range(n_uni):
                 uni_keys[u] = (ntok - uniq_count[u]) * n_uni + u
-            ukeys = np.sort(uni_keys[:n_uni])
+            ukeys = uni_keys[:n_uni]
+            ukeys.sort()
             keep_uni = min(n_uni, cap)
             for u in range(keep_uni):
                 uni_keys[u] = ukeys[u] % n_uni
@@ -267,17 +323,25 @@ def extract_signals(data, value_starts, value_ends, doc_values, table, stop_data
             for u in range(n_uni):
                 uni_keys[u] = u
             keep_bi = n_bi
-        # emit
+        # emit (growth checked inline: the rare call is the only one)
         need_sig = n_out + keep_uni + keep_bi + 1
-        out_offsets = _grow(out_offsets, need_sig)
-        out_bigram = _grow(out_bigram, need_sig)
-        out_counts = _grow(out_counts, need_sig)
+        if need_sig > out_offsets.shape[0]:
+            out_offsets = _grow(out_offsets, need_sig)
+            out_bigram = _grow(out_bigram, need_sig)
+            out_counts = _grow(out_counts, need_sig)
+        need_bytes = byte_pos
+        for u in range(keep_uni):
+            need_bytes += tok_len[uniq_first[uni_keys[u]]]
+        for j in range(keep_bi):
+            need_bytes += tok_len[uniq_first[keys[j] // n_uni]] + 1 + tok_len[uniq_first[keys[j] % n_uni]]
+        if need_bytes > out_bytes.shape[0]:
+            out_bytes = _grow(out_bytes, need_bytes)
         for u in range(keep_uni):
             t = uniq_first[uni_keys[u]]
-            n = tok_len[t]
-            out_bytes = _grow(out_bytes, byte_pos + n)
-            out_bytes[byte_pos : byte_pos + n] = low[tok_start[t] : tok_start[t] + n]
-            byte_pos += n
+            src = tok_start[t]
+            for i in range(tok_len[t]):
+                out_bytes[byte_pos + i] = low[src + i]
+            byte_pos += tok_len[t]
             out_bigram[n_out] = False
             out_counts[n_out] = uniq_count[uni_keys[u]]
             n_out += 1
@@ -285,13 +349,16 @@ def extract_signals(data, value_starts, value_ends, doc_values, table, stop_data
         for j in range(keep_bi):
             left = uniq_first[keys[j] // n_uni]
             right = uniq_first[keys[j] % n_uni]
-            nl = tok_len[left]
-            nr = tok_len[right]
-            out_bytes = _grow(out_bytes, byte_pos + nl + 1 + nr)
-            out_bytes[byte_pos : byte_pos + nl] = low[tok_start[left] : tok_start[left] + nl]
-            out_bytes[byte_pos + nl] = 0x20
-            out_bytes[byte_pos + nl + 1 : byte_pos + nl + 1 + nr] = low[tok_start[right] : tok_start[right] + nr]
-            byte_pos += nl + 1 + nr
+            src = tok_start[left]
+            for i in range(tok_len[left]):
+                out_bytes[byte_pos + i] = low[src + i]
+            byte_pos += tok_len[left]
+            out_bytes[byte_pos] = 0x20
+            byte_pos += 1
+            src = tok_start[right]
+            for i in range(tok_len[right]):
+                out_bytes[byte_pos + i] = low[src + i]
+            byte_pos += tok_len[right]
             out_bigram[n_out] = True
             out_counts[n_out] = bi_count[j]
             n_out += 1
@@ -353,7 +420,7 @@ class Extractor:
             raise ValueError(f"cap must be >= 1, got {cap}")
         self.cap = -1 if cap is None else cap
         self.bigrams = bigrams
-        self.table, self.stop_data, self.stop_offsets = stopword_table(stopwords)
+        self.key1, self.key2, self.long_data, self.long_offsets = stopword_table(stopwords)
 
     def extract(
         self, data: np.ndarray, value_starts: np.ndarray, value_ends: np.ndarray, doc_values: np.ndarray
@@ -361,7 +428,7 @@ class Extractor:
         return SignalBatch(
             *extract_signals(
                 data, value_starts, value_ends, doc_values,
-                self.table, self.stop_data, self.stop_offsets, self.cap, self.bigrams,
+                self.key1, self.key2, self.long_data, self.long_offsets, self.cap, self.bigrams,
             )
         )
 
