@@ -22,6 +22,8 @@ __all__ = [
     "load_stopwords",
     "signals",
     "ReferenceIndex",
+    "Searcher",
+    "SearchResult",
     "signals_many",
     "build_index",
     "open_index",
@@ -30,6 +32,8 @@ __all__ = [
 
 _LAZY = {
     "ReferenceIndex": ("reference", "ReferenceIndex"),
+    "Searcher": ("search", "Searcher"),
+    "SearchResult": ("search", "SearchResult"),
     "Hit": ("reference", "Hit"),
     "signals_many": ("signals", "signals_many"),
     "build_index": ("build", "build_index"),

@@ -10,6 +10,13 @@ import sys
 # (and NumPy, Numba, PyArrow) is imported inside their run().
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "signals": ("signals_cmd", "print the signals of texts"),
+    "build-index": ("build_index_cmd", "build an index from a TSV or JSONL collection"),
+    "index-info": ("index_info_cmd", "show an index's counts, files and settings"),
+    "verify": ("verify_cmd", "check every file of an index against its manifest checksums"),
+    "search": ("search_cmd", "search an index: a TREC run or JSON lines of the top k per query"),
+    "agents": ("agents_cmd", "agent discovery: build a card registry, discover pools, benchmark"),
+    "evaluate": ("evaluate_cmd", "evaluate a method on queries and qrels: TREC run and JSON report"),
+    "compare": ("compare_cmd", "evaluation reports side by side as a markdown table"),
 }
 
 

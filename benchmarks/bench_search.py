@@ -1,0 +1,215 @@
+"""Search throughput, latency, memory and exactness over one index.
+
+    python benchmarks/bench_search.py --index DIR --queries QUERIES.tsv [--json OUT.json]
+
+Measures, after a warm-up that is timed and reported on its own:
+  - queries/s at each K (default 10 and 1000) on 1 and 2 threads: one `search_batch` call over
+    every query, end to end (signal extraction, hashing, vocabulary look-up, kernel, external ids);
+  - kernel-only time of the same batch, and postings processed per second per core
+    (postings = sum of the df of every query's known terms);
+  - latency p50/p95/p99 from single-query `Searcher.search` calls on 1 thread, end to end;
+  - the accumulator block width (--blocks): kernel-only throughput at the largest K, 1 thread;
+  - RssAnon (anonymous resident memory, /proc/self/status) after opening and while serving;
+  - exactness: inverted top-K == exhaustive top-K for every query (ids, matched counts and
+    scores bit for bit), with the count of queries that agree.
+Prints a markdown table and writes everything as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+
+def rss_anon_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentiles(values, ps=(50, 95, 99)) -> dict[str, float]:
+    import numpy as np
+
+    arr = np.asarray(values, dtype=np.float64) * 1000
+    return {f"p{p}_ms": float(np.percentile(arr, p)) for p in ps}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--index", required=True)
+    p.add_argument("--queries", required=True, help="TSV qid<TAB>query")
+    p.add_argument("--limit", type=int, help="use only the first N queries")
+    p.add_argument("--k", type=int, nargs="+", default=[10, 1000])
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--blocks", type=int, nargs="*", default=[1 << 14, 1 << 16, 1 << 18, 0],
+                   help="accumulator widths to compare (0 = one N-wide block, the plain scatter)")
+    p.add_argument("--latency-queries", type=int, default=2000, help="single-query calls timed (default 2000)")
+    p.add_argument("--no-exactness", action="store_true")
+    p.add_argument("--json", dest="json_out", help="write the results here")
+    args = p.parse_args(argv)
+
+    import numba
+    import numpy as np
+
+    from ssr_engine import kernels
+    from ssr_engine.search import Searcher
+    from ssr_engine.trec import read_queries
+
+    MAX_THREADS = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+
+    report: dict = {"index": args.index, "queries_file": args.queries, "machine": platform.processor() or "",
+                    "numba_threads": MAX_THREADS}
+    report["rss_anon_mib_start"] = rss_anon_mib()
+    t0 = time.perf_counter()
+    searcher = Searcher(args.index)
+    report["open_seconds"] = time.perf_counter() - t0
+    qmap = read_queries(args.queries)
+    texts = list(qmap.values())[: args.limit]
+    n_q = len(texts)
+    report.update(documents=searcher.n_docs, terms=searcher.index.n_terms,
+                  postings=int(searcher.index.manifest["counts"]["postings"]), n_queries=n_q)
+    kmax = max(args.k)
+
+    # warm-up: loads the cached kernels (or compiles them), reads the id column, touches pages
+    t0 = time.perf_counter()
+    warm = texts[: min(64, n_q)]
+    for method in ("ssr", "exhaustive"):
+        for k in args.k:
+            searcher.search_batch(warm, k, method=method)
+    searcher.search(texts[0], kmax)
+    report["warmup_seconds"] = time.perf_counter() - t0
+    report["rss_anon_mib_after_warmup"] = rss_anon_mib()
+
+    t0 = time.perf_counter()
+    qb = searcher.query_batch(texts)
+    report["query_prep_seconds"] = time.perf_counter() - t0
+    postings = qb.postings
+    report["postings_per_query"] = postings / max(n_q, 1)
+    report["empty_queries"] = int((np.diff(qb.offsets) == 0).sum())
+
+    rows = []
+    rss_peak = rss_anon_mib()
+    before = numba.get_num_threads()
+    for threads in args.threads:
+        if threads > MAX_THREADS:
+            continue
+        for k in args.k:
+            numba.set_num_threads(threads)
+            t0 = time.perf_counter()
+            searcher.run_kernel(qb, k)
+            kernel_s = time.perf_counter() - t0
+            numba.set_num_threads(before)
+            t0 = time.perf_counter()
+            searcher.search_batch(texts, k, threads=threads)
+            total_s = time.perf_counter() - t0
+            rss_peak = max(rss_peak, rss_anon_mib())
+            rows.append({"threads": threads, "k": k, "qps": n_q / total_s, "seconds": total_s,
+                         "kernel_seconds": kernel_s, "kernel_qps": n_q / kernel_s,
+                         "postings_per_s_per_core": postings / kernel_s / threads})
+            print(f"threads={threads} k={k}: {n_q / total_s:.1f} q/s end to end, {n_q / kernel_s:.1f} q/s kernel",
+                  file=sys.stderr)
+    report["throughput"] = rows
+    by = {(r["threads"], r["k"]): r for r in rows}
+    report["speedup_2_threads"] = {str(k): by[2, k]["qps"] / by[1, k]["qps"] for k in args.k
+                                   if (1, k) in by and (2, k) in by}
+
+    # block widths (kernel only, 1 thread, largest K)
+    blocks = []
+    numba.set_num_threads(1)
+    try:
+        for b in args.blocks:
+            width = b if b > 0 else searcher.n_docs
+            ix = searcher.index
+            kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, searcher.n_docs,
+                                 qb.offsets[:2], qb.terms[: qb.offsets[1]], qb.weights[: qb.offsets[1]], kmax,
+                                 block=width)
+            t0 = time.perf_counter()
+            kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, searcher.n_docs, qb.offsets,
+                                 qb.terms, qb.weights, kmax, block=width)
+            s = time.perf_counter() - t0
+            rss_peak = max(rss_peak, rss_anon_mib())
+            blocks.append({"block": width, "plain_scatter": b <= 0, "kernel_qps": n_q / s,
+                           "postings_per_s": postings / s})
+            print(f"block={width}: {n_q / s:.1f} q/s, {postings / s / 1e6:.1f} M postings/s", file=sys.stderr)
+    finally:
+        numba.set_num_threads(before)
+    report["blocks"] = blocks
+
+    # latency: single-query calls, end to end, 1 thread
+    lat_n = min(args.latency_queries, n_q)
+    numba.set_num_threads(1)
+    try:
+        latency = {}
+        for k in args.k:
+            times = []
+            for q in texts[:lat_n]:
+                t0 = time.perf_counter()
+                searcher.search(q, k)
+                times.append(time.perf_counter() - t0)
+            latency[str(k)] = percentiles(times) | {"queries": lat_n, "mean_ms": 1000 * float(np.mean(times))}
+    finally:
+        numba.set_num_threads(before)
+    report["latency_single_query_1_thread"] = latency
+    rss_peak = max(rss_peak, rss_anon_mib())
+
+    if not args.no_exactness:
+        t0 = time.perf_counter()
+        inv = searcher.search_batch(texts, kmax)
+        t1 = time.perf_counter()
+        exh = searcher.search_batch(texts, kmax, method="exhaustive")
+        t2 = time.perf_counter()
+        rss_peak = max(rss_peak, rss_anon_mib())
+        same = sum(
+            a.docs.tobytes() == b.docs.tobytes() and a.scores.tobytes() == b.scores.tobytes()
+            and a.matches.tobytes() == b.matches.tobytes() and a.ids.tolist() == b.ids.tolist()
+            for a, b in zip(inv, exh, strict=True)
+        )
+        report["exactness"] = {"k": kmax, "queries": n_q, "identical": int(same), "inverted_seconds": t1 - t0,
+                               "exhaustive_seconds": t2 - t1,
+                               "results": int(sum(len(r) for r in inv))}
+    report["rss_anon_mib_peak_sampled"] = rss_peak
+
+    print(markdown(report))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def markdown(r: dict) -> str:
+    out = [f"Index `{r['index']}`: {r['documents']:,} documents, {r['terms']:,} terms, {r['postings']:,} postings; "
+           f"{r['n_queries']:,} queries ({r['empty_queries']} without known signals), "
+           f"{r['postings_per_query']:,.0f} postings per query.", "",
+           "| threads | K | q/s (end to end) | q/s (kernel) | M postings/s/core |", "|---|---|---|---|---|"]
+    for row in r["throughput"]:
+        out.append(f"| {row['threads']} | {row['k']} | {row['qps']:.1f} | {row['kernel_qps']:.1f} | "
+                   f"{row['postings_per_s_per_core'] / 1e6:.1f} |")
+    for k, s in r["speedup_2_threads"].items():
+        out.append(f"\n2 threads / 1 thread at K={k}: {s:.2f}x")
+    out += ["", "| K | p50 ms | p95 ms | p99 ms | mean ms |  (single-query calls, 1 thread, end to end)",
+            "|---|---|---|---|---|"]
+    for k, lat in r["latency_single_query_1_thread"].items():
+        out.append(f"| {k} | {lat['p50_ms']:.2f} | {lat['p95_ms']:.2f} | {lat['p99_ms']:.2f} | {lat['mean_ms']:.2f} |")
+    if r["blocks"]:
+        out += ["", "| accumulator block (docs) | q/s (kernel, 1 thread) | M postings/s |", "|---|---|---|"]
+        for b in r["blocks"]:
+            name = f"{b['block']:,}" + (" (plain scatter)" if b["plain_scatter"] else "")
+            out.append(f"| {name} | {b['kernel_qps']:.1f} | {b['postings_per_s'] / 1e6:.1f} |")
+    out.append("")
+    out.append(f"Warm-up (excluded): {r['warmup_seconds']:.2f} s; query preparation for the whole batch: "
+               f"{r['query_prep_seconds']:.3f} s.")
+    out.append(f"RssAnon: {r['rss_anon_mib_start']:.0f} MiB at start, {r['rss_anon_mib_after_warmup']:.0f} MiB after "
+               f"warm-up, {r['rss_anon_mib_peak_sampled']:.0f} MiB peak (sampled).")
+    if "exactness" in r:
+        e = r["exactness"]
+        out.append(f"Exactness: inverted top-{e['k']} == exhaustive top-{e['k']} for {e['identical']:,} of "
+                   f"{e['queries']:,} queries (exhaustive batch scan {e['exhaustive_seconds']:.1f} s).")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""`ssr evaluate`: run a query file through a method, write a TREC run and a JSON report."""
+
+from __future__ import annotations
+
+import argparse
+
+METHODS = ("ssr", "exhaustive", "bm25")
+
+
+def _k(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {text!r}") from None
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"k must be >= 1, got {k}")
+    return k
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index", required=True, metavar="DIR", help="an index built by `ssr build-index`")
+    p.add_argument("--queries", required=True, metavar="FILE", help="queries TSV: qid<TAB>query")
+    p.add_argument("--qrels", required=True, metavar="FILE",
+                   help="judgements: 'qid 0 docid rel' (TREC or MS MARCO tab form) or 'qid<TAB>docid'")
+    p.add_argument("--method", default="ssr", choices=METHODS,
+                   help="ssr (inverted index), exhaustive (full scan, same scores) or bm25 (a --scoring bm25 index)")
+    p.add_argument("-k", type=_k, default=1000, help="results per query, or 'all' (default 1000)")
+    p.add_argument("--run", metavar="FILE", help="write the TREC run here (qid Q0 docid rank score tag)")
+    p.add_argument("--report", metavar="FILE", help="write the JSON report here")
+    p.add_argument("--threads", type=int, metavar="N", help="Numba threads for the batch (default: all cores)")
+    p.add_argument("--tag", help="run tag, the run's last column (default: the method)")
+    p.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9)")
+    p.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4)")
+    p.add_argument("--latency-queries", type=int, default=1000, metavar="N",
+                   help="queries timed one at a time for the latency percentiles (default 1000)")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip malformed query/qrels lines (counted in the report) instead of failing")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import SsrError
+    from ..evaluate import format_summary, run_evaluation
+
+    if args.method != "bm25" and (args.k1 != 0.9 or args.b != 0.4):
+        raise SsrError("--k1 and --b apply to --method bm25 only")
+    if not (args.k1 >= 0 and 0 <= args.b <= 1):
+        raise SsrError(f"need --k1 >= 0 and 0 <= --b <= 1, got {args.k1} and {args.b}")
+    if args.latency_queries < 0:
+        raise SsrError(f"--latency-queries must be >= 0, got {args.latency_queries}")
+    if args.tag is not None and (not args.tag or any(c.isspace() for c in args.tag)):
+        raise SsrError(f"--tag {args.tag!r}: must be non-empty without whitespace")
+    report = run_evaluation(
+        args.index, args.queries, args.qrels, args.method, args.k, run_path=args.run, report_path=args.report,
+        threads=args.threads, tag=args.tag, k1=args.k1, b=args.b, skip_bad_lines=args.skip_bad_lines,
+        latency_queries=args.latency_queries,
+    )
+    print(format_summary(report))
+    return 0

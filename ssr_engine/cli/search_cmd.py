@@ -1,0 +1,87 @@
+"""`ssr search --index DIR QUERY...` or `--queries FILE`: a TREC run (or JSON lines) of the top-k."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("queries", nargs="*", metavar="QUERY", help="query texts (ids 1, 2, ... in the run)")
+    p.add_argument("--index", required=True, metavar="DIR", help="an index built by `ssr build-index`")
+    p.add_argument("--queries", dest="queries_file", metavar="FILE", help="TSV of qid<TAB>query, instead of QUERY")
+    p.add_argument("-k", type=int, default=10, help="results per query (default 10)")
+    p.add_argument("--all", action="store_true", help="every candidate instead of the top k")
+    p.add_argument("--method", default="ssr", help="ssr (inverted index, default) or exhaustive (full scan)")
+    p.add_argument("--threads", type=int, metavar="N", help="Numba threads (default: all cores)")
+    p.add_argument("--json", action="store_true", help="one JSON object per query instead of a TREC run")
+    p.add_argument("--explain", action="store_true", help="add each result's matched signals and weights")
+    p.add_argument("--tag", help="run tag, the TREC run's last column (default: the method)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
+
+
+def _lines(args: argparse.Namespace, searcher, qids: list[str], texts: list[str], results):
+    """Output lines: TREC run lines, or one JSON object per query."""
+    import json
+
+    tag = args.tag or args.method
+    for qid, text, res in zip(qids, texts, results, strict=True):
+        ids, scores, matches = res.ids.tolist(), res.scores.tolist(), res.matches.tolist()
+        explained = [searcher.explain_internal(text, d) for d in res.docs.tolist()] if args.explain else None
+        if args.json:
+            hits = []
+            for r, (doc, score, m) in enumerate(zip(ids, scores, matches, strict=True)):
+                hit = {"rank": r + 1, "id": doc, "score": score, "matches": m}
+                if explained is not None:
+                    hit["explain"] = [[s, w] for s, w in explained[r]]
+                hits.append(hit)
+            yield json.dumps({"qid": qid, "query": text, "results": hits}, ensure_ascii=False) + "\n"
+            continue
+        for r, (doc, score) in enumerate(zip(ids, scores, strict=True)):
+            # repr: the shortest string that reads back as the same float64
+            yield f"{qid} Q0 {doc} {r + 1} {score!r} {tag}\n"
+            if explained is not None:
+                for s, w in explained[r]:
+                    yield f"#\t{w!r}\t{s}\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    import sys
+    from pathlib import Path
+
+    from ..errors import SsrError
+    from ..search import METHODS, Searcher
+
+    if bool(args.queries) == bool(args.queries_file):
+        raise SsrError("give either QUERY arguments or --queries FILE")
+    if args.method not in METHODS:
+        raise SsrError(f"unknown method {args.method!r}; expected one of {', '.join(METHODS)}")
+    if not args.all and args.k < 1:
+        raise SsrError(f"-k must be >= 1, got {args.k}")
+    if args.tag is not None and (not args.tag or any(c.isspace() for c in args.tag)):
+        raise SsrError(f"--tag {args.tag!r} must be one non-empty word")
+    if args.queries_file:
+        from ..trec import read_queries
+
+        queries = read_queries(args.queries_file)
+        qids, texts = list(queries), list(queries.values())
+    else:
+        texts = list(args.queries)
+        qids = [str(i) for i in range(1, len(texts) + 1)]
+
+    searcher = Searcher(args.index)
+    results = searcher.search_batch(texts, None if args.all else args.k, threads=args.threads, method=args.method)
+    lines = _lines(args, searcher, qids, texts, results)
+    if args.output is None:
+        sys.stdout.writelines(lines)
+        return 0
+    out = Path(args.output)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.writelines(lines)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return 0

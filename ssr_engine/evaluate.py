@@ -1,0 +1,308 @@
+"""One evaluation: a method over an index, a query file and qrels -> TREC run + JSON report.
+
+Measurements (all recorded in the report):
+- throughput: queries / wall seconds of the searches themselves (query parsing, kernels and
+  id lookup, in batches of `batch` queries with `threads` threads); metric scoring and run
+  writing are outside the timed spans. Kernels are compiled (warmed up) before timing.
+- latency: each query of an evenly spaced sample (`latency_queries`, default 1,000) searched
+  alone with one thread, after the batch run; p50/p95/p99 in milliseconds.
+- pool: candidates per query before the top-k cut = documents holding at least one of the
+  query's terms (for SSR and exhaustive exactly the documents with score > 0; for BM25 the
+  documents with a query term). Counted by a separate, untimed union kernel for SSR.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import SsrError
+from .metrics import METRICS, RunScorer
+from .trec import RunWriter, read_qrels, read_queries
+
+METHODS = ("ssr", "exhaustive", "bm25")
+BATCH = 1024
+MAX_LISTED_IDS = 1000
+
+
+def percentiles(values: Sequence[float], qs: Sequence[int]) -> dict[str, float]:
+    """{"p50": ..., ...} with linear interpolation (numpy's default); zeros for no values."""
+    if len(values) == 0:
+        return {f"p{q}": 0.0 for q in qs}
+    arr = np.asarray(values, dtype=np.float64)
+    return {f"p{q}": float(np.percentile(arr, q)) for q in qs}
+
+
+def _machine() -> dict[str, Any]:
+    import numba
+
+    return {
+        "host": platform.node(),
+        "system": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+        "processor": _cpu_name() or platform.processor(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+    }
+
+
+def _cpu_name() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _listed(ids: list[str]) -> list[str]:
+    return ids[:MAX_LISTED_IDS]
+
+
+class _Engine:
+    """The method's searcher behind one call: texts -> (ids per query, scores per query, pool sizes)."""
+
+    def __init__(self, index_path: str | os.PathLike[str], method: str, k1: float, b: float):
+        from .format import open_index
+
+        if method not in METHODS:
+            raise SsrError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+        self.method = method
+        self.index = open_index(index_path)
+        if method == "bm25":
+            from .bm25 import BM25Searcher
+
+            self.bm25 = BM25Searcher(self.index, k1=k1, b=b)
+        else:
+            from .search import Searcher
+
+            if self.index.scoring != "ssr":
+                raise SsrError(
+                    f"{self.index.path}: a {self.index.scoring!r} index (unigram term frequencies); "
+                    f"method {method!r} needs an index built with --scoring ssr"
+                )
+            self.searcher = Searcher(self.index)
+
+    def settings(self) -> dict[str, Any]:
+        if self.method == "bm25":
+            return dict(self.bm25.settings)
+        return {"weight": "ln((N + 1) / (df + 1)) + 1", "order": "score desc, matches desc, id asc"}
+
+    def search(self, texts: list[str], k: int | None, threads: int | None) -> tuple[list[Any], list[Any]]:
+        if self.method == "bm25":
+            results = self.bm25.search_batch(texts, k, threads)
+        else:
+            results = self.searcher.search_batch(texts, k, threads, method=self.method)
+        return [r.ids for r in results], [r.scores for r in results]
+
+    def pools(self, texts: list[str], threads: int | None) -> np.ndarray:
+        from .bm25_kernels import union_sizes
+
+        ix = self.index
+        if self.method == "bm25":
+            parts = [self.bm25.query_terms(t)[0] for t in texts]
+            offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+            np.cumsum([len(p) for p in parts], out=offsets[1:])
+            terms = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        else:
+            qb = self.searcher.query_batch(texts)
+            offsets, terms = qb.offsets, qb.terms
+        return union_sizes(offsets, terms, ix.postings_indptr, ix.postings_docs, ix.n_docs, threads)
+
+
+def run_evaluation(
+    index: str | os.PathLike[str],
+    queries: str | os.PathLike[str],
+    qrels: str | os.PathLike[str],
+    method: str = "ssr",
+    k: int | None = 1000,
+    *,
+    run_path: str | os.PathLike[str] | None = None,
+    report_path: str | os.PathLike[str] | None = None,
+    threads: int | None = None,
+    tag: str | None = None,
+    k1: float = 0.9,
+    b: float = 0.4,
+    skip_bad_lines: bool = False,
+    latency_queries: int = 1000,
+    batch: int = BATCH,
+) -> dict[str, Any]:
+    """Run every query, score the run, write the run file and the report; returns the report."""
+    if k is not None and k < 1:
+        raise SsrError(f"k must be >= 1, got {k}")
+    if threads is not None and threads < 1:
+        raise SsrError(f"threads must be >= 1, got {threads}")
+    skipped_queries: list[str] | None = [] if skip_bad_lines else None
+    skipped_qrels: list[str] | None = [] if skip_bad_lines else None
+    query_map = read_queries(queries, skipped_queries)
+    judgements = read_qrels(qrels, skipped_qrels)
+    engine = _Engine(index, method, k1, b)
+    tag = tag or method
+    qids, texts = list(query_map), list(query_map.values())
+
+    engine.search(texts[:1], k, threads)  # compile / load cached kernels outside the timed spans
+    scorer = RunScorer(judgements)
+    seconds = 0.0
+    writer = RunWriter(run_path, tag) if run_path is not None else nullcontext()
+    with writer as out:
+        for start in range(0, len(texts), batch):
+            chunk = texts[start : start + batch]
+            t0 = time.perf_counter()
+            ids, scores = engine.search(chunk, k, threads)
+            seconds += time.perf_counter() - t0
+            for qid, ranked, sc in zip(qids[start : start + batch], ids, scores, strict=True):
+                ranked = ranked.tolist()
+                scorer.add(qid, ranked)
+                if out is not None:
+                    out.add(qid, ranked, sc.tolist())
+    evaluation = scorer.finish()
+
+    pool = engine.pools(texts, threads)
+    n_sample = max(0, min(latency_queries, len(texts)))
+    sample = np.unique(np.linspace(0, len(texts) - 1, n_sample).round().astype(np.int64)).tolist()
+    latencies = []
+    for i in sample:
+        t0 = time.perf_counter()
+        engine.search([texts[i]], k, 1)
+        latencies.append((time.perf_counter() - t0) * 1000.0)
+
+    ix = engine.index
+    signals = {key: v for key, v in ix.settings.items() if key != "stopwords"}
+    report: dict[str, Any] = {
+        "method": method,
+        "tag": tag,
+        "k": k,
+        "metrics": {m: evaluation.metrics[m] for m in METRICS},
+        "queries": {
+            "total": evaluation.n_queries,
+            "judged": len(evaluation.evaluated),
+            "without_qrels": len(evaluation.unjudged),
+            "without_qrels_ids": _listed(evaluation.unjudged),
+            "qrels_not_run": len(evaluation.not_run),
+            "qrels_not_run_ids": _listed(evaluation.not_run),
+            "empty_results": len(evaluation.empty),
+            "empty_results_ids": _listed(evaluation.empty),
+            "denominator": "judged: queries run that have qrels (empty results count as 0)",
+        },
+        "skipped_lines": {
+            "queries": len(skipped_queries or []),
+            "qrels": len(skipped_qrels or []),
+            "messages": _listed((skipped_queries or []) + (skipped_qrels or [])),
+        },
+        "pool": {
+            "mean": float(pool.mean()) if len(pool) else 0.0,
+            **percentiles(pool.tolist(), (50, 95)),
+            "max": int(pool.max()) if len(pool) else 0,
+            "definition": "documents with at least one query term (score > 0), before the top-k cut",
+        },
+        "latency_ms": {**percentiles(latencies, (50, 95, 99)), "queries": len(latencies), "threads": 1},
+        "throughput_qps": len(texts) / seconds if seconds > 0 else math.inf,
+        "search_seconds": seconds,
+        "threads": threads if threads is not None else _numba_threads(),
+        "batch": batch,
+        "method_settings": engine.settings(),
+        "index": {
+            "path": str(Path(ix.path).absolute()),
+            "scoring": ix.scoring,
+            "counts": ix.manifest.get("counts"),
+            "signals": signals,
+            "build": ix.manifest.get("build"),
+        },
+        "files": {
+            "queries": str(Path(queries).absolute()),
+            "qrels": str(Path(qrels).absolute()),
+            "run": str(Path(run_path).absolute()) if run_path is not None else None,
+        },
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": _machine(),
+    }
+    if report_path is not None:
+        write_report(report_path, report)
+    return report
+
+
+def _numba_threads() -> int:
+    import numba
+
+    return int(numba.get_num_threads())
+
+
+def write_report(path: str | os.PathLike[str], report: dict[str, Any]) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _label(report: dict[str, Any]) -> str:
+    """The method, with the run tag when it differs."""
+    method, tag = report["method"], report.get("tag")
+    return method if tag in (None, method) else f"{method} ({tag})"
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    """A short plain-text table of one report."""
+    q = report["queries"]
+    lines = [f"method {_label(report)}  k={report['k']}  queries {q['total']}  judged {q['judged']}  "
+             f"without qrels {q['without_qrels']}  empty results {q['empty_results']}"]
+    lines.append("  ".join(f"{m:>8}" for m in METRICS))
+    lines.append("  ".join(f"{report['metrics'][m]:>8.4f}" for m in METRICS))
+    lat, pool = report["latency_ms"], report["pool"]
+    lines.append(f"throughput {report['throughput_qps']:.1f} q/s ({report['threads']} threads)  "
+                 f"latency p50 {lat['p50']:.2f} p95 {lat['p95']:.2f} p99 {lat['p99']:.2f} ms  "
+                 f"pool mean {pool['mean']:.1f} p50 {pool['p50']:.0f} p95 {pool['p95']:.0f}")
+    return "\n".join(lines)
+
+
+def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a report written by `run_evaluation`; InputError when it is not one."""
+    from .errors import InputError
+
+    path = Path(path)
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(path, getattr(exc, "lineno", None), f"not a JSON report ({exc})") from exc
+    if not isinstance(report, dict) or not isinstance(report.get("metrics"), dict) or "method" not in report:
+        raise InputError(path, None, "not an `ssr evaluate` report (no method or metrics)")
+    missing = [m for m in METRICS if m not in report["metrics"]]
+    if missing:
+        raise InputError(path, None, f"report lacks metrics {', '.join(missing)}")
+    return report
+
+
+def markdown_table(reports: Sequence[dict[str, Any]]) -> str:
+    """Methods as rows; metrics, throughput, latency and pool size as columns."""
+    header = ["method", "index", "judged", *METRICS, "q/s", "p50 ms", "pool mean"]
+    rows = []
+    for r in reports:
+        label = _label(r)
+        index = Path(str(r.get("index", {}).get("path", "?"))).name
+        lat = r.get("latency_ms", {})
+        rows.append([
+            label, index, str(r.get("queries", {}).get("judged", "?")),
+            *(f"{float(r['metrics'][m]):.4f}" for m in METRICS),
+            f"{float(r.get('throughput_qps', float('nan'))):.1f}",
+            f"{float(lat.get('p50', float('nan'))):.2f}",
+            f"{float(r.get('pool', {}).get('mean', float('nan'))):.1f}",
+        ])
+    rule = "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"
+    lines = ["| " + " | ".join(header) + " |", rule]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,214 @@
+"""Evaluation files: query TSVs, qrels (TREC and MS MARCO forms) and TREC run files.
+
+Readers decode each line as UTF-8 on its own so that an error names the file and line.
+A leading UTF-8 byte-order mark and a trailing carriage return are tolerated; blank lines
+are ignored. Skipping malformed lines is opt-in: pass `skipped=[]` and the reader appends
+one message per skipped line instead of raising.
+
+Formats
+    queries   qid<TAB>query                 (the text after the first tab; may be empty)
+    qrels     qid iter docid rel            (TREC; any whitespace; also MS MARCO's tab form)
+              qid docid                     (two columns: relevance 1)
+    runs      qid Q0 docid rank score tag   (scores written with repr(): exact round trip)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from .errors import InputError
+
+Qrels = dict[str, dict[str, int]]
+
+
+@dataclass
+class Ranking:
+    """One query's ranked list: document ids best first, with their scores."""
+
+    docids: list[str]
+    scores: list[float]
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text without the line ending) of every non-blank line."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror}") from exc
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(path, lineno, f"not valid UTF-8 (byte {exc.start + 1}: {exc.reason})") from exc
+        if text.strip():
+            yield lineno, text
+
+
+def _bad(path: Path, lineno: int, message: str, skipped: list[str] | None) -> None:
+    if skipped is None:
+        raise InputError(path, lineno, message)
+    skipped.append(f"{path}:{lineno}: {message}")
+
+
+def read_queries(path: str | os.PathLike[str], skipped: list[str] | None = None) -> dict[str, str]:
+    """qid -> query text, in file order. Duplicate ids and lines without a tab are errors."""
+    path = Path(path)
+    queries: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for lineno, text in _lines(path):
+        qid, sep, query = text.partition("\t")
+        qid = qid.strip()
+        if not sep:
+            _bad(path, lineno, "expected 'qid<TAB>query'", skipped)
+            continue
+        if not qid or any(c.isspace() for c in qid):
+            _bad(path, lineno, f"bad query id {qid!r}", skipped)
+            continue
+        if qid in queries:
+            # a duplicate is never skipped: which of the two texts is meant cannot be known
+            raise InputError(path, lineno, f"duplicate query id {qid!r} (first on line {first_line[qid]})")
+        queries[qid] = query
+        first_line[qid] = lineno
+    if not queries:
+        raise InputError(path, None, "no queries")
+    return queries
+
+
+def read_qrels(path: str | os.PathLike[str], skipped: list[str] | None = None) -> Qrels:
+    """qid -> {docid: relevance}. Four columns (TREC, MS MARCO) or two (relevance 1).
+
+    The first judgement fixes the column count; a later line with another count, a
+    non-integer relevance or a repeated (qid, docid) pair is malformed.
+    """
+    path = Path(path)
+    qrels: Qrels = {}
+    columns = 0
+    for lineno, text in _lines(path):
+        fields = text.split()
+        if columns == 0 and len(fields) in (2, 4):
+            columns = len(fields)
+        if len(fields) != columns:
+            expected = "'qid 0 docid rel' or 'qid docid'" if columns == 0 else f"{columns} columns like the first line"
+            _bad(path, lineno, f"{len(fields)} columns, expected {expected}", skipped)
+            continue
+        if columns == 4:
+            qid, docid, rel_text = fields[0], fields[2], fields[3]
+            try:
+                rel = int(rel_text)
+            except ValueError:
+                _bad(path, lineno, f"relevance {rel_text!r} is not an integer", skipped)
+                continue
+        else:
+            qid, docid, rel = fields[0], fields[1], 1
+        judged = qrels.setdefault(qid, {})
+        if docid in judged:
+            _bad(path, lineno, f"document {docid!r} judged twice for query {qid!r}", skipped)
+            continue
+        judged[docid] = rel
+    if not qrels:
+        raise InputError(path, None, "no judgements")
+    return qrels
+
+
+def _check_token(value: str, what: str) -> None:
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"{what} {value!r} is empty or contains whitespace: it cannot go in a TREC run")
+
+
+class RunWriter:
+    """Writes a TREC run query by query; the file appears atomically (FILE.tmp, then os.replace)
+    when the `with` block ends without an exception, and nothing is left behind otherwise."""
+
+    def __init__(self, path: str | os.PathLike[str], tag: str = "ssr"):
+        _check_token(tag, "tag")
+        self.path = Path(path)
+        self.tag = tag
+        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        self.lines = 0
+        self._f: TextIO | None = None
+
+    def __enter__(self) -> RunWriter:
+        self._f = open(self.tmp, "w", encoding="utf-8", newline="\n")
+        return self
+
+    def add(self, qid: str, docids: Sequence[str], scores: Sequence[float]) -> None:
+        """One query's ranking, best first; ranks are 1-based positions. No results: no line."""
+        assert self._f is not None, "use RunWriter in a with block"
+        _check_token(qid, "query id")
+        if len(docids) != len(scores):
+            raise ValueError(f"query {qid}: {len(docids)} documents but {len(scores)} scores")
+        lines = []
+        for rank, (docid, score) in enumerate(zip(docids, scores, strict=True), start=1):
+            _check_token(docid, "document id")
+            # repr: the shortest text that reads back as the same float64
+            lines.append(f"{qid} Q0 {docid} {rank} {float(score)!r} {self.tag}\n")
+        self._f.writelines(lines)
+        self.lines += len(lines)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        assert self._f is not None
+        self._f.close()
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+
+def write_run(
+    path: str | os.PathLike[str],
+    run: Iterable[tuple[str, Sequence[str], Sequence[float]]],
+    tag: str = "ssr",
+) -> int:
+    """Write (qid, docids, scores) triples as `qid Q0 docid rank score tag`; returns lines written.
+
+    A query without results writes no line: run files cannot hold it.
+    """
+    with RunWriter(path, tag) as writer:
+        for qid, docids, scores in run:
+            writer.add(qid, docids, scores)
+    return writer.lines
+
+
+def read_run(path: str | os.PathLike[str]) -> dict[str, Ranking]:
+    """qid -> Ranking ordered by the rank column (file order of queries kept).
+
+    Every line must have six columns, an integer rank and a finite float score; a document
+    twice in one query or a rank used twice is an error.
+    """
+    path = Path(path)
+    rows: dict[str, list[tuple[int, str, float]]] = {}
+    seen: dict[str, set[str]] = {}
+    ranks: dict[str, set[int]] = {}
+    for lineno, text in _lines(path):
+        fields = text.split()
+        if len(fields) != 6:
+            raise InputError(path, lineno, f"{len(fields)} columns, expected 'qid Q0 docid rank score tag'")
+        qid, _, docid, rank_text, score_text, _ = fields
+        try:
+            rank = int(rank_text)
+            score = float(score_text)
+        except ValueError:
+            raise InputError(path, lineno, f"bad rank {rank_text!r} or score {score_text!r}") from None
+        if not math.isfinite(score):
+            raise InputError(path, lineno, f"score {score_text!r} is not finite")
+        if docid in seen.setdefault(qid, set()):
+            raise InputError(path, lineno, f"document {docid!r} twice for query {qid!r}")
+        if rank in ranks.setdefault(qid, set()):
+            raise InputError(path, lineno, f"rank {rank} twice for query {qid!r}")
+        seen[qid].add(docid)
+        ranks[qid].add(rank)
+        rows.setdefault(qid, []).append((rank, docid, score))
+    out: dict[str, Ranking] = {}
+    for qid, entries in rows.items():
+        entries.sort(key=lambda e: e[0])
+        out[qid] = Ranking([d for _, d, _ in entries], [s for _, _, s in entries])
+    return out

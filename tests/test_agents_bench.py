@@ -1,0 +1,96 @@
+"""The agent benchmark: MetaTool subset (skipped without the data), synthetic registry, report files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SHARED_DATA
+
+from ssr_engine.agents.bench import bench_registry, load_metatool, markdown
+from ssr_engine.agents.orchestrator import STATUSES
+from ssr_engine.agents.synthetic_cards import iter_registry, make_card, make_queries
+from ssr_engine.cli import main
+
+METATOOL = SHARED_DATA / "metatool"
+needs_metatool = pytest.mark.skipif(
+    not (METATOOL / "plugin_des.json").is_file() or not (METATOOL / "all_clean_data.csv").is_file(),
+    reason=f"MetaTool data not present in {METATOOL}",
+)
+
+
+def _check_consistent(result: dict, n: int) -> None:
+    q = result["quality"]
+    recalls = [q[k]["recall"] for k in q]
+    assert recalls == sorted(recalls) and all(0 <= r <= 1 for r in recalls)
+    pool_k = result["pool_k"]
+    for name, c in result["outcomes"].items():
+        assert sum(c[s] for s in STATUSES) == n, name
+        assert c["empty_pool"] == result["empty_pools"]
+        assert c["api_failure"] == 0 and c["invalid_index"] == 0  # offline providers always answer in range
+        # the gold card is in the pool exactly when the outcome is not empty_pool/retrieval_miss
+        assert c["selected"] == round(q[str(pool_k)]["recall"] * n)
+    assert result["outcomes"]["oracle"]["correct"] == round(q[str(pool_k)]["recall"] * n)
+    assert result["outcomes"]["first"]["correct"] == round(q["1"]["recall"] * n)
+    size = result["input_size"][str(pool_k)]
+    assert 0 < size["pool_chars"] < size["full_chars"]
+    assert size["reduction_pct"] == pytest.approx(100 * (1 - size["pool_chars"] / size["full_chars"]))
+
+
+@needs_metatool
+def test_metatool_loads_all_tools_and_queries():
+    cards, queries = load_metatool(METATOOL)
+    assert len(cards) == 199 and len(queries) == 20_614
+    ids = {c.id for c in cards}
+    assert all(q.gold in ids for q in queries)
+    assert queries[0].text == "Can I find academic research papers on this topic?"
+    assert queries[0].gold == "ResearchHelper"
+
+
+@needs_metatool
+def test_metatool_subset_disk_ssr_equals_reference_and_bm25_runs(tmp_path):
+    cards, queries = load_metatool(METATOOL)
+    subset = queries[::50]  # 413 queries spread over all tools
+    report = bench_registry("metatool", cards, subset, ("ssr", "reference", "bm25"), tmp_path,
+                            ks=(1, 5, 10, 20), pool_k=20)
+    ssr, ref, bm25 = (report["methods"][m] for m in ("ssr", "reference", "bm25"))
+    assert ssr["quality"] == ref["quality"]  # the disk index ranks exactly like the oracle
+    assert ssr["outcomes"] == ref["outcomes"] and ssr["input_size"] == ref["input_size"]
+    for r in (ssr, bm25):
+        _check_consistent(r, len(subset))
+    assert ssr["quality"]["20"]["recall"] > 0.5  # MetaTool tools are found by their descriptions
+    assert "| ssr | first |" in markdown({"settings": {"ks": [1, 5, 10, 20], "pool_k": 20, "seed": 0,
+                                                       "providers": ["first"], "token_estimate": "x"},
+                                          "registries": [report]})
+
+
+def test_synthetic_registry_is_seeded_and_unique():
+    a = list(iter_registry(200, seed=5))
+    assert a == list(iter_registry(200, seed=5))
+    assert a != list(iter_registry(200, seed=6))
+    assert len({c.id for c in a}) == 200
+    assert make_card(5, 150) == a[150]  # card i depends on (seed, i) only: registries nest
+    assert len({c.tags[0] for c in a}) >= 10  # many domains
+    assert all(c.skills and all(s.tags and s.examples for s in c.skills) for c in a)
+    qs = make_queries(200, 50, seed=5)
+    assert qs == make_queries(200, 50, seed=5)
+    assert len({q.gold for q in qs}) == 50 and all(q.gold in {c.id for c in a} for q in qs)
+
+
+def test_bench_cli_writes_json_and_markdown(tmp_path, capsys):
+    out = tmp_path / "report"
+    argv = ["agents", "bench", "--out", str(out), "--synthetic-cards", "150", "--synthetic-queries", "40",
+            "--latency-cards", "300", "--latency-queries", "20", "--methods", "ssr,bm25", "--ks", "1,5"]
+    assert main(argv) == 0
+    report = json.loads((out / "agents-bench.json").read_text())
+    [reg] = report["registries"]
+    assert reg["name"] == "synthetic-150" and set(reg["methods"]) == {"ssr", "bm25"}
+    for r in reg["methods"].values():
+        _check_consistent(r, 40)
+    lat = report["latency"]
+    assert lat["cards"] == 300 and 0 < lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"]
+    md = (out / "agents-bench.md").read_text()
+    assert "## synthetic-150" in md and "Discovery latency" in md
+    assert not (out / "indexes").exists()  # temporary indexes removed
+    assert main(["agents", "bench", "--out", str(out), "--methods", "ssr,lucene"]) == 2
+    assert "unknown method" in capsys.readouterr().err

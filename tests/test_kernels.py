@@ -1,0 +1,224 @@
+"""Kernels against the pure-Python reference, on CSR arrays built here from the reference's signal sets."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ssr_engine import kernels
+from ssr_engine.reference import ReferenceIndex
+from ssr_engine.scoring import id_order
+
+WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+class Arrays:
+    """The index arrays of a ReferenceIndex: inverted CSR, forward CSR, doc_rank."""
+
+    def __init__(self, ref: ReferenceIndex):
+        self.ref = ref
+        vocab = sorted(set().union(*ref.doc_signals)) if ref.doc_signals else []
+        # shuffle term ids so that id order is unrelated to string and weight order
+        rng = np.random.default_rng(len(vocab))
+        perm = rng.permutation(len(vocab))
+        self.term = {s: int(perm[i]) for i, s in enumerate(vocab)}
+        self.strings = {t: s for s, t in self.term.items()}
+        v, n = len(vocab), ref.n_docs
+        fwd = [sorted(self.term[s] for s in sigs) for sigs in ref.doc_signals]
+        self.fwd_indptr = np.zeros(n + 1, dtype=np.int64)
+        self.fwd_indptr[1:] = np.cumsum([len(f) for f in fwd])
+        self.fwd_terms = np.array([t for f in fwd for t in f], dtype=np.uint32)
+        post: list[list[int]] = [[] for _ in range(v)]
+        for d, f in enumerate(fwd):
+            for t in f:
+                post[t].append(d)
+        self.indptr = np.zeros(v + 1, dtype=np.int64)
+        self.indptr[1:] = np.cumsum([len(p) for p in post])
+        self.docs = np.array([d for p in post for d in p], dtype=np.uint32)
+        self.doc_rank = np.zeros(n, dtype=np.uint32)
+        for r, i in enumerate(id_order(ref.ids)):
+            self.doc_rank[i] = r
+        self.n_terms = v
+
+    def readonly(self) -> None:
+        for a in (self.fwd_indptr, self.fwd_terms, self.indptr, self.docs, self.doc_rank):
+            a.setflags(write=False)
+
+    def batch(self, queries: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Flat query batch: known terms of each query in ascending weight order."""
+        offsets, terms, weights = [0], [], []
+        for q in queries:
+            known = [(self.ref.weight(s), self.term[s]) for s in self.ref.query_signals(q) if s in self.term]
+            known.sort()
+            terms += [t for _, t in known]
+            weights += [w for w, _ in known]
+            offsets.append(len(terms))
+        return np.array(offsets, dtype=np.int64), np.array(terms, dtype=np.int64), np.array(weights)
+
+    def search(self, queries, k, method="ssr", **kw):
+        off, terms, weights = self.batch(queries)
+        if method == "ssr":
+            return kernels.search_batch(self.indptr, self.docs, self.doc_rank, self.ref.n_docs, off, terms, weights,
+                                        k, **kw)
+        return kernels.exhaustive_batch(self.fwd_indptr, self.fwd_terms, self.doc_rank, self.n_terms, off, terms,
+                                        weights, k, **kw)
+
+
+def expected(ref: ReferenceIndex, query: str, k):
+    hits = ref.search(query, k)
+    return [h.id for h in hits], [h.score for h in hits], [h.matches for h in hits]
+
+
+def check(arrays: Arrays, queries, k, method="ssr", **kw):
+    off, docs, scores, matches = arrays.search(queries, k, method, **kw)
+    assert off.shape == (len(queries) + 1,)
+    for i, q in enumerate(queries):
+        a, b = off[i], off[i + 1]
+        ids = [arrays.ref.ids[d] for d in docs[a:b]]
+        exp_ids, exp_scores, exp_matches = expected(arrays.ref, q, k)
+        assert ids == exp_ids, q
+        # bit for bit: compare the float64 bit patterns
+        assert scores[a:b].view(np.uint64).tolist() == np.array(exp_scores, dtype=np.float64).view(np.uint64).tolist()
+        assert matches[a:b].tolist() == exp_matches
+
+
+text_st = st.lists(st.sampled_from(WORDS + ["the", "x", "Alpha"]), min_size=0, max_size=12).map(" ".join)
+
+
+@st.composite
+def corpus_st(draw):
+    base = draw(st.lists(text_st, min_size=1, max_size=25))
+    # duplicates force ties on score and matches: the id decides
+    dups = draw(st.lists(st.integers(0, len(base) - 1), max_size=10))
+    texts = base + [base[i] for i in dups]
+    if draw(st.booleans()):
+        ids = [str(x) for x in draw(st.lists(st.integers(-50, 10_000), min_size=len(texts), max_size=len(texts),
+                                             unique=True))]
+    else:
+        ids = draw(st.lists(st.text("abc019", min_size=1, max_size=4), min_size=len(texts), max_size=len(texts),
+                            unique=True))
+    cap = draw(st.sampled_from([3, 64]))
+    return ReferenceIndex.from_texts(ids, texts, cap=cap)
+
+
+k_st = st.one_of(st.none(), st.integers(1, 40))
+queries_st = st.lists(st.one_of(text_st, st.sampled_from(["", "the of", "omega psi", "alpha omega"])), min_size=1,
+                      max_size=6)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus_st(), queries_st, k_st, st.sampled_from([1, 3, 1 << 16]))
+def test_inverted_matches_reference(ref, queries, k, block):
+    check(Arrays(ref), queries, k, block=block)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus_st(), queries_st, k_st)
+def test_exhaustive_matches_reference(ref, queries, k):
+    check(Arrays(ref), queries, k, method="exhaustive")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus_st(), queries_st, k_st, st.integers(1, 5))
+def test_exhaustive_equals_inverted_bit_for_bit(ref, queries, k, chunks):
+    arrays = Arrays(ref)
+    inv = arrays.search(queries, k, n_chunks=chunks)
+    exh = arrays.search(queries, k, method="exhaustive", n_chunks=chunks)
+    for a, b in zip(inv, exh, strict=True):
+        assert a.dtype == b.dtype
+        assert a.tobytes() == b.tobytes()
+
+
+def random_ref(n_docs=400, seed=0, dup_every=7):
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(60)]
+    texts = []
+    for d in range(n_docs):
+        if d % dup_every == 0 and texts:
+            texts.append(texts[rng.integers(len(texts))])
+        else:
+            texts.append(" ".join(rng.choice(vocab, size=rng.integers(0, 15), p=None)))
+    ids = [str(x) for x in rng.permutation(n_docs * 3)[:n_docs]]
+    return ReferenceIndex.from_texts(ids, texts), vocab, rng
+
+
+def test_k_edges_and_empty_results():
+    ref, vocab, rng = random_ref()
+    arrays = Arrays(ref)
+    queries = ["w1 w2 w3", "w5", "", "the and of", "unseen words only", "w7 unseen", "w1 w2 w3 w4 w5 w6 w7 w8"]
+    for k in (1, 2, 10, 10_000, None):
+        check(arrays, queries, k)
+        check(arrays, queries, k, method="exhaustive")
+    off, docs, scores, matches = arrays.search(["", "unseen", "the"], 10)
+    assert off.tolist() == [0, 0, 0, 0] and len(docs) == len(scores) == len(matches) == 0
+    # k larger than the candidate pool: exactly the candidates, no padding
+    off, docs, scores, _ = arrays.search(["w5"], 10_000)
+    assert len(docs) == len(expected(ref, "w5", None)[0]) < ref.n_docs
+    assert (scores > 0).all()
+
+
+def test_empty_batch_and_empty_index():
+    ref, _, _ = random_ref(50)
+    arrays = Arrays(ref)
+    off, docs, _, _ = arrays.search([], 10)
+    assert off.tolist() == [0] and len(docs) == 0
+    off, docs, _, _ = arrays.search([], 10, method="exhaustive")
+    assert off.tolist() == [0] and len(docs) == 0
+    empty = Arrays(ReferenceIndex.from_texts(["a", "b"], ["", "the"]))
+    assert empty.search(["alpha"], None)[0].tolist() == [0, 0]
+    assert empty.search(["alpha"], None, method="exhaustive")[0].tolist() == [0, 0]
+
+
+def test_readonly_and_memory_mapped_arrays(tmp_path):
+    ref, vocab, rng = random_ref(300, seed=3)
+    queries = [" ".join(rng.choice(vocab, size=rng.integers(1, 6))) for _ in range(30)]
+    arrays = Arrays(ref)
+    for name in ("indptr", "docs", "doc_rank", "fwd_indptr", "fwd_terms"):
+        np.save(tmp_path / f"{name}.npy", getattr(arrays, name))
+        setattr(arrays, name, np.load(tmp_path / f"{name}.npy", mmap_mode="r"))
+        assert not getattr(arrays, name).flags.writeable
+    for k in (1, 10, None):
+        check(arrays, queries, k)
+        check(arrays, queries, k, method="exhaustive")
+    arrays = Arrays(ref)
+    arrays.readonly()
+    check(arrays, queries, 5)
+
+
+def test_one_and_two_threads_identical():
+    ref, vocab, rng = random_ref(2000, seed=5, dup_every=3)
+    queries = [" ".join(rng.choice(vocab, size=rng.integers(0, 8))) for _ in range(64)]
+    arrays = Arrays(ref)
+    before = numba.get_num_threads()
+    results = {}
+    try:
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(threads)
+            for method in ("ssr", "exhaustive"):
+                for block in (64, 1 << 16):
+                    if method == "exhaustive" and block != 64:
+                        continue
+                    kw = {"block": block} if method == "ssr" else {}
+                    results[threads, method, block] = [a.tobytes() for a in arrays.search(queries, 20, method, **kw)]
+    finally:
+        numba.set_num_threads(before)
+    values = list(results.values())
+    assert all(v == values[0] for v in values)
+    check(arrays, queries[:10], 20)
+
+
+def test_exhaustive_rejects_inconsistent_weights():
+    with pytest.raises(ValueError, match="different weights"):
+        kernels.query_term_table(np.array([0, 1, 2]), np.array([3, 3]), np.array([1.0, 2.0]), 10)
+
+
+def test_spans_equal():
+    a = np.frombuffer(b"alphabetagamma", dtype=np.uint8)
+    a_off = np.array([0, 5, 9, 14])
+    b = np.frombuffer(b"betaalphagammb", dtype=np.uint8)
+    b_off = np.array([0, 4, 9, 14])
+    out = kernels.spans_equal(a, a_off, np.array([0, 1, 2, 0]), b, b_off, np.array([1, 0, 2, 0]))
+    assert out.tolist() == [True, True, False, False]

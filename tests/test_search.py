@@ -1,0 +1,222 @@
+"""Searcher and `ssr search` on indexes built by `build_index`, against the pure-Python reference."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ssr_engine.cli import main
+from ssr_engine.errors import SsrError
+from ssr_engine.hashing import signal_hash
+from ssr_engine.reference import ReferenceIndex
+from ssr_engine.scoring import canonical_sum
+from ssr_engine.search import Searcher, SearchResult
+
+build = pytest.importorskip("ssr_engine.build")
+CRANFIELD = Path("/work/shared/data/cranfield")
+
+
+def write_tsv(path: Path, ids, texts) -> Path:
+    path.write_text("".join(f"{i}\t{t}\n" for i, t in zip(ids, texts, strict=True)), encoding="utf-8")
+    return path
+
+
+def random_collection(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(80)] + ["the", "of", "Ärger", "x"]
+    texts = []
+    for d in range(n):
+        if d % 5 == 4:
+            texts.append(texts[int(rng.integers(len(texts)))])  # duplicates: ties broken by id
+        else:
+            texts.append(" ".join(rng.choice(vocab, size=int(rng.integers(0, 20)))))
+    ids = [str(x) for x in rng.permutation(10 * n)[:n]]
+    queries = [" ".join(rng.choice(vocab, size=int(rng.integers(0, 7)))) for _ in range(60)]
+    queries += ["", "the of", "unknown words", "w1 unknown", "W1 W2 w3"]
+    return ids, texts, queries
+
+
+def assert_same(res: SearchResult, hits) -> None:
+    assert res.ids.tolist() == [h.id for h in hits]
+    assert res.scores.view(np.uint64).tolist() == np.array([h.score for h in hits]).view(np.uint64).tolist()
+    assert res.matches.tolist() == [h.matches for h in hits]
+    assert res.ids.dtype == object and res.scores.dtype == np.float64
+    assert len(res) == len(hits)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("search")
+    ids, texts, queries = random_collection()
+    out = build.build_index(write_tsv(tmp / "c.tsv", ids, texts), tmp / "idx", quiet=True, cap=12)
+    return Searcher(out), ReferenceIndex.from_texts(ids, texts, cap=12), queries
+
+
+@pytest.mark.parametrize("k", [1, 7, 10_000, None])
+@pytest.mark.parametrize("method", ["ssr", "exhaustive"])
+def test_search_batch_matches_reference(small, k, method):
+    searcher, ref, queries = small
+    results = searcher.search_batch(queries, k, method=method)
+    assert len(results) == len(queries)
+    for q, res in zip(queries, results, strict=True):
+        assert_same(res, ref.search(q, k))
+    assert_same(searcher.search(queries[0], k, method=method), ref.search(queries[0], k))
+
+
+def test_no_signals_or_no_match_is_empty(small):
+    searcher, _, _ = small
+    for q in ["", "the of and", "zzz yyy", "x"]:
+        for k in (10, None):
+            res = searcher.search(q, k)
+            assert len(res) == 0 and res.ids.shape == (0,)
+
+
+def test_threads_and_blocks_identical(small):
+    searcher, _, queries = small
+    runs = [searcher.search_batch(queries, 50, threads=t) for t in (1, 2)]
+    plain = Searcher(searcher.index, block=searcher.n_docs)  # one N-wide block: the plain scatter
+    runs.append(plain.search_batch(queries, 50))
+    runs.append(searcher.search_batch(queries, 50, method="exhaustive", threads=1))
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other, strict=True):
+            assert a.docs.tobytes() == b.docs.tobytes()
+            assert a.scores.tobytes() == b.scores.tobytes()
+            assert a.matches.tobytes() == b.matches.tobytes()
+
+
+def test_explain_gives_the_score(small):
+    searcher, ref, queries = small
+    for q in queries[:20]:
+        res = searcher.search(q, 5)
+        for doc, score, m in zip(res.ids, res.scores, res.matches, strict=True):
+            pairs = searcher.explain(q, doc)
+            assert len(pairs) == m
+            assert canonical_sum([w for _, w in pairs]) == score
+            doc_sigs = ref.doc_signals[ref.ids.index(doc)]
+            assert {s for s, _ in pairs} == ref.query_signals(q) & doc_sigs
+            assert [w for _, w in pairs] == sorted(ref.weight(s) for s, _ in pairs)
+    assert searcher.explain("zzz", ref.ids[0]) == []
+    with pytest.raises(SsrError, match="no document"):
+        searcher.explain("w1", "not-an-id")
+
+
+def test_bad_k_and_method(small):
+    searcher, _, _ = small
+    for k in (0, -3, True, 2.5):
+        with pytest.raises(SsrError, match="k must"):
+            searcher.search("w1", k)
+    with pytest.raises(SsrError, match="unknown method"):
+        searcher.search("w1", 10, method="bm42")
+    with pytest.raises(SsrError, match="threads"):
+        searcher.search_batch(["w1"], 10, threads=0)
+
+
+def test_hash_hit_with_another_string_is_not_a_match(tmp_path):
+    # 16-bit hashes: find a string that is not in the vocabulary but hashes like a term
+    ids, texts = ["1", "2", "3"], ["alpha beta", "gamma", "beta delta"]
+    out = build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True, hash_bits=16)
+    searcher = Searcher(out)
+    seed = int(searcher.index.manifest["signals"]["hash"]["seed"])
+    targets = {signal_hash(s, seed, 16): s for s in ["alpha", "beta", "gamma", "delta"]}
+    impostor = next(f"q{i}" for i in range(1_000_000) if signal_hash(f"q{i}", seed, 16) in targets)
+    assert len(searcher.search(impostor, None)) == 0
+    assert len(searcher.search(f"{impostor} gamma", None)) == 1
+    assert searcher.search_batch([impostor], None, method="exhaustive")[0].ids.tolist() == []
+
+
+def test_bm25_index_is_refused(tmp_path):
+    out = build.build_index(write_tsv(tmp_path / "c.tsv", ["1"], ["alpha"]), tmp_path / "idx", quiet=True,
+                            scoring="bm25")
+    with pytest.raises(SsrError, match="bm25"):
+        Searcher(out)
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def parse_run(text: str) -> dict[str, list[tuple[str, int, float]]]:
+    run: dict[str, list[tuple[str, int, float]]] = {}
+    for line in text.splitlines():
+        qid, q0, doc, rank, score, tag = line.split(" ")
+        assert q0 == "Q0"
+        run.setdefault(qid, []).append((doc, int(rank), float(score)))
+    return run
+
+
+def test_cli_run_matches_reference(small, tmp_path, capsys):
+    searcher, ref, queries = small
+    qfile = tmp_path / "q.tsv"
+    qfile.write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(queries)), encoding="utf-8")
+    out = tmp_path / "run.txt"
+    assert main(["search", "--index", str(searcher.index.path), "--queries", str(qfile), "-k", "9",
+                 "--output", str(out), "--method", "exhaustive", "--threads", "1"]) == 0
+    assert not (tmp_path / "run.txt.tmp").exists()
+    run = parse_run(out.read_text())
+    for i, q in enumerate(queries):
+        hits = ref.search(q, 9)
+        assert run.get(f"q{i}", []) == [(h.id, r + 1, h.score) for r, h in enumerate(hits)]
+    assert out.read_text().split("\n")[0].endswith(" exhaustive")
+
+    assert main(["search", "--index", str(searcher.index.path), "--json", "--explain", "-k", "3", "w1 w2", ""]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [x["qid"] for x in lines] == ["1", "2"] and lines[1]["results"] == []
+    for r, hit in enumerate(lines[0]["results"]):
+        h = ref.search("w1 w2", 3)[r]
+        assert (hit["id"], hit["score"], hit["matches"], hit["rank"]) == (h.id, h.score, h.matches, r + 1)
+        assert canonical_sum([w for _, w in hit["explain"]]) == h.score
+
+
+def test_cli_errors(small, tmp_path, capsys):
+    searcher, _, _ = small
+    idx = str(searcher.index.path)
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("1\tfine\nno tab here\n", encoding="utf-8")
+    out = tmp_path / "run.txt"
+    assert main(["search", "--index", idx, "--queries", str(bad), "--output", str(out)]) == 2
+    assert f"{bad}:2:" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "run.txt.tmp").exists()
+    assert main(["search", "--index", idx, "-k", "0", "w1"]) == 2
+    assert "-k must be >= 1" in capsys.readouterr().err
+    assert main(["search", "--index", idx, "--method", "nope", "w1"]) == 2
+    assert "unknown method" in capsys.readouterr().err
+    assert main(["search", "--index", idx]) == 2
+    assert main(["search", "--index", str(tmp_path / "missing"), "w1"]) == 2
+    assert "missing" in capsys.readouterr().err
+
+
+def cranfield_docs() -> tuple[list[str], list[str]]:
+    """Title and abstract of each Cranfield document (the .T and .W fields)."""
+    raw = (CRANFIELD / "cran.all.1400").read_text(encoding="utf-8")
+    ids, texts = [], []
+    for block in raw.split(".I ")[1:]:
+        head, _, body = block.partition("\n")
+        fields = dict(re.findall(r"^\.([TABW])\n(.*?)(?=^\.[TABW]\n|\Z)", body, flags=re.S | re.M))
+        ids.append(head.strip())
+        texts.append(" ".join((fields.get("T", "") + " " + fields.get("W", "")).split()))
+    return ids, texts
+
+
+def cranfield_queries() -> list[str]:
+    raw = (CRANFIELD / "cran.qry").read_text(encoding="utf-8")
+    return [" ".join(block.partition(".W\n")[2].split()) for block in raw.split(".I ")[1:]]
+
+
+@pytest.mark.skipif(not (CRANFIELD / "cran.all.1400").is_file(), reason="Cranfield not in /work/shared/data")
+def test_cli_on_cranfield_matches_reference(tmp_path, capsys):
+    ids, texts = cranfield_docs()
+    queries = cranfield_queries()
+    assert len(ids) == 1400 and len(queries) == 225
+    idx = build.build_index(write_tsv(tmp_path / "cran.tsv", ids, texts), tmp_path / "idx", quiet=True)
+    qfile = tmp_path / "q.tsv"
+    qfile.write_text("".join(f"{i + 1}\t{q}\n" for i, q in enumerate(queries)), encoding="utf-8")
+    ref = ReferenceIndex.from_texts(ids, texts)
+    for method in ("ssr", "exhaustive"):
+        assert main(["search", "--index", str(idx), "--queries", str(qfile), "-k", "100", "--method", method]) == 0
+        run = parse_run(capsys.readouterr().out)
+        for i, q in enumerate(queries):
+            hits = ref.search(q, 100)
+            assert run.get(str(i + 1), []) == [(h.id, r + 1, h.score) for r, h in enumerate(hits)], q
