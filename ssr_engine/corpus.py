@@ -125,7 +125,8 @@ def read_tsv(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False) ->
         for i in np.flatnonzero(keep).tolist():
             doc_id = raw[s_list[i] : t_list[i]].decode("utf-8")
             if doc_id != doc_id.strip() or any(c.isspace() for c in doc_id):
-                _fail_or_record(path, first_line + i, f"document id {doc_id!r} contains whitespace", skip_bad_lines, bad)
+                reason = f"document id {doc_id!r} contains whitespace"
+                _fail_or_record(path, first_line + i, reason, skip_bad_lines, bad)
                 keep[i] = False
                 continue
             ids.append(doc_id)

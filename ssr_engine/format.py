@@ -128,7 +128,9 @@ def file_record(directory: Path, name: str) -> dict[str, Any]:
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     """Write manifest.json with a record (size, sha256) of every other file; atomically."""
-    files = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp"))
+    files = sorted(
+        p.name for p in directory.iterdir() if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp")
+    )
     manifest = dict(manifest)
     manifest["format"] = FORMAT_NAME
     manifest["format_version"] = FORMAT_VERSION
@@ -200,12 +202,16 @@ class Index:
         a, b = int(self.signal_offsets[term]), int(self.signal_offsets[term + 1])
         return self.signal_bytes[a:b].tobytes().decode("utf-8")
 
-    def doc_ids(self) -> list[str]:
-        """External ids, row = internal doc id (read from Parquet on first use)."""
-        if self._doc_ids is None:
-            import pyarrow.parquet as pq
+    def doc_id_array(self) -> Any:
+        """External ids as one Arrow string array (about 10 bytes per id), row = internal doc id."""
+        import pyarrow.parquet as pq
 
-            self._doc_ids = pq.read_table(self.path / "doc_ids.parquet", columns=["id"]).column("id").to_pylist()
+        return pq.read_table(self.path / "doc_ids.parquet", columns=["id"]).column("id").combine_chunks()
+
+    def doc_ids(self) -> list[str]:
+        """External ids as a Python list (convenient for small indexes; cached)."""
+        if self._doc_ids is None:
+            self._doc_ids = self.doc_id_array().to_pylist()
         return self._doc_ids
 
 
@@ -253,7 +259,13 @@ def open_index(path: str | os.PathLike[str]) -> Index:
     for name, arr in arrays.items():
         if name in expected and arr.shape[0] != expected[name]:
             raise IndexFormatError(f"{directory / array_file(name)}: {arr.shape[0]} entries, expected {expected[name]}")
-    return Index(path=directory, manifest=manifest, **arrays)
+    return Index(
+        path=directory, manifest=manifest, vocab=arrays["vocab"], postings_indptr=arrays["postings_indptr"],
+        postings_docs=arrays["postings_docs"], forward_indptr=arrays["forward_indptr"],
+        forward_terms=arrays["forward_terms"], doc_rank=arrays["doc_rank"], signal_offsets=arrays["signal_offsets"],
+        signal_bytes=arrays["signal_bytes"], postings_tf=arrays.get("postings_tf"),
+        doc_lengths=arrays.get("doc_lengths"),
+    )
 
 
 def verify_index(path: str | os.PathLike[str]) -> list[str]:

@@ -175,12 +175,8 @@ class Searcher:
 
     def _id_array(self):
         if self._ids is None:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
             # an Arrow string column: ~10 bytes per id, where a list of str would take ~60
-            column = pq.read_table(self.index.path / "doc_ids.parquet", columns=["id"]).column("id")
-            self._ids = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+            self._ids = self.index.doc_id_array()
         return self._ids
 
     def external_ids(self, docs: np.ndarray) -> np.ndarray:

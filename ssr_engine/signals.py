@@ -44,7 +44,7 @@ def card_signals(
     for value in values:
         tokens = value_tokens(value, words)
         counts.update(tokens)
-        bigrams.update(f"{a} {b}" for a, b in zip(tokens, tokens[1:]))
+        bigrams.update(f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False))
     return apply_cap(counts, bigrams, cap)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +47,7 @@ class StopwordList:
 DEFAULT_STOPWORDS = StopwordList(STOPWORDS_V1_ID, STOPWORDS_V1)
 
 
-def load_stopwords(path: str | Path) -> StopwordList:
+def load_stopwords(path: str | os.PathLike[str]) -> StopwordList:
     """Read a replacement list: one word per line, blank lines and `#` comments ignored.
 
     Words are stripped and lower-cased (tokens are always lower case, so an upper-case

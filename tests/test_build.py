@@ -60,7 +60,7 @@ def assert_matches_reference(index, ref: ReferenceIndex) -> None:
 def test_random_corpora_equal_the_reference(tmp_path_factory, docs, chunk, cap):
     tmp = tmp_path_factory.mktemp("rand")
     ids = [str(i) for i in range(len(docs))]
-    path = write_tsv(tmp / "c.tsv", list(zip(ids, docs)))
+    path = write_tsv(tmp / "c.tsv", list(zip(ids, docs, strict=True)))
     old = merge_module.BUCKET_ENTRIES
     merge_module.BUCKET_ENTRIES = 7  # many buckets even on tiny inputs
     try:
@@ -245,7 +245,7 @@ def test_collisions_are_detected_and_the_build_reseeds(tmp_path):
     # a deliberately weak hash: the first width at which seed 0 collides but a later seed does not
     bits = next(b for b in range(8, 30) if collides(0, b) and not all(collides(s, b) for s in range(8)))
     first_clean = next(s for s in range(8) if not collides(s, bits))
-    path = write_tsv(tmp_path / "c.tsv", list(zip(ids, docs)))
+    path = write_tsv(tmp_path / "c.tsv", list(zip(ids, docs, strict=True)))
     index = open_index(build_index(path, tmp_path / "idx", hash_bits=bits, chunk_docs=7, quiet=True))
     h = index.settings["hash"]
     assert h["seed"] == first_clean and len(h["collisions"]) == first_clean

@@ -45,11 +45,15 @@ class DocIdTable:
         encoded = [i.encode("utf-8") for i in chunk.ids]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum([len(e) for e in encoded], out=offsets[1:])
-        hashes = hash_spans(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, np.uint64(0), np.uint64(2**64 - 1))
+        raw = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        hashes = hash_spans(raw, offsets, np.uint64(0), np.uint64(2**64 - 1))
         keep = np.ones(chunk.n_docs, dtype=bool)
         # candidates: hash seen before, or repeated inside the chunk
         pos = np.searchsorted(self.seen_hash, hashes)
-        hit_before = (pos < self.seen_hash.shape[0]) & (self.seen_hash[np.minimum(pos, max(self.seen_hash.shape[0] - 1, 0))] == hashes) if self.seen_hash.shape[0] else np.zeros(chunk.n_docs, dtype=bool)
+        hit_before = np.zeros(chunk.n_docs, dtype=bool)
+        if self.seen_hash.shape[0]:
+            found = self.seen_hash[np.minimum(pos, self.seen_hash.shape[0] - 1)]
+            hit_before = (pos < self.seen_hash.shape[0]) & (found == hashes)
         _, first_idx, inverse = np.unique(hashes, return_index=True, return_inverse=True)
         repeated = first_idx[inverse] != np.arange(chunk.n_docs)
         for i in np.flatnonzero(hit_before | repeated).tolist():

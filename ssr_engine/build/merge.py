@@ -84,7 +84,9 @@ def merge_runs(
             )
             if collision >= 0:
                 first = int(rep[int(term_of_entry[collision]) - n_terms])
-                raise HashCollision(_entry_string(str_off, str_bytes, first), _entry_string(str_off, str_bytes, collision))
+                raise HashCollision(
+                    _entry_string(str_off, str_bytes, first), _entry_string(str_off, str_bytes, collision)
+                )
             s_off, s_bytes = gather_strings(str_bytes, str_off, rep)
             vocab.append(v)
             indptr.append(n_postings + np.cumsum(df))
@@ -130,7 +132,10 @@ def _read_bucket(run_dir: Path, runs: list[RunInfo], lo: np.ndarray, hi: np.ndar
         entry_runs[r + 1] = entry_runs[r] + (b - a)
         if a == b:
             continue
-        f = lambda name, s, e: read_slice(run_file(run_dir, run.index, name), _RUN_DTYPES[name], s, e)  # noqa: E731
+
+        def f(name: str, s: int, e: int, index: int = run.index) -> np.ndarray:
+            return read_slice(run_file(run_dir, index, name), _RUN_DTYPES[name], s, e)
+
         hashes.append(f("uniq_hash", a, b))
         dfs.append(f("uniq_df", a, b))
         so = f("str_off", a, b + 1)
