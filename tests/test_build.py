@@ -305,3 +305,12 @@ def test_a_running_build_of_the_same_target_is_not_disturbed(tmp_path):
     live.mkdir()
     build_index(path, tmp_path / "idx", quiet=True)
     assert live.exists()  # our own pid is alive: not stale
+
+
+@settings(max_examples=50, deadline=None)
+@given(keys=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**63, 2**64 - 1]), max_size=300))
+def test_radix_argsort_is_a_stable_argsort(keys):
+    from ssr_engine.build.kernels import radix_argsort_u64
+
+    arr = np.array(keys, dtype=np.uint64)
+    assert radix_argsort_u64(arr).tolist() == np.argsort(arr, kind="stable").tolist()

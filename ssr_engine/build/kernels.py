@@ -137,3 +137,48 @@ def forward_terms(term_map, local, doc_offsets):
                 j -= 1
             out[j + 1] = v
     return out
+
+
+@nb.njit(cache=True, nogil=True)
+def radix_argsort_u64(keys):
+    """Stable argsort of uint64 keys: LSD radix sort, six passes of 11 bits.
+
+    Faster than `np.argsort(kind="stable")` on a chunk's hashes (measured in RESULTS.md) and
+    it releases the GIL, so inversion threads do not wait on each other.
+    """
+    n = keys.shape[0]
+    order = np.arange(n, dtype=np.int64)
+    if n < 2:
+        return order
+    bits = 11
+    passes = 6
+    size = 1 << bits
+    mask = np.uint64(size - 1)
+    counts = np.zeros((passes, size), dtype=np.int64)
+    for i in range(n):
+        k = keys[i]
+        for p in range(passes):
+            counts[p, np.int64((k >> np.uint64(p * bits)) & mask)] += 1
+    src_k = keys.copy()
+    src_o = order
+    dst_k = np.empty(n, dtype=np.uint64)
+    dst_o = np.empty(n, dtype=np.int64)
+    for p in range(passes):
+        if counts[p].max() == n:  # every key has the same digit here: nothing to move
+            continue
+        pos = np.empty(size, dtype=np.int64)
+        total = 0
+        for b in range(size):
+            pos[b] = total
+            total += counts[p, b]
+        shift = np.uint64(p * bits)
+        for i in range(n):
+            k = src_k[i]
+            b = np.int64((k >> shift) & mask)
+            j = pos[b]
+            dst_k[j] = k
+            dst_o[j] = src_o[i]
+            pos[b] = j + 1
+        src_k, dst_k = dst_k, src_k
+        src_o, dst_o = dst_o, src_o
+    return src_o

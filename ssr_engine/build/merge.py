@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..format import ArrayWriter, read_slice
-from .kernels import forward_terms, gather_strings, merge_bucket
+from .kernels import forward_terms, gather_strings, merge_bucket, radix_argsort_u64
 from .runs import HashCollision, RunInfo, run_file
 
 BUCKET_ENTRIES = 4_000_000  # target run entries per bucket
@@ -78,7 +78,7 @@ def merge_runs(
         for b in range(n_buckets):
             parts = _read_bucket(run_dir, runs, cuts[:, b], cuts[:, b + 1], keep_tf)
             hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, entry_runs = parts
-            order = np.argsort(hashes, kind="stable")
+            order = radix_argsort_u64(hashes)
             v, df, rep, d, tf, term_of_entry, collision = merge_bucket(
                 order, hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, np.int64(n_terms)
             )

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..hashing import hash_spans
 from ..textkernels import SignalBatch
-from .kernels import gather_strings, invert_chunk
+from .kernels import gather_strings, invert_chunk, radix_argsort_u64
 
 RUN_ARRAYS = (
     "uniq_hash", "uniq_df", "str_off", "str_bytes", "post_off", "post_docs", "post_tf", "local", "doc_offsets",
@@ -48,7 +48,7 @@ def write_run(
 ) -> RunInfo:
     """Invert one chunk's signals and save the run; raises HashCollision."""
     hashes = hash_spans(batch.data, batch.offsets, np.uint64(seed), mask)
-    order = np.argsort(hashes, kind="stable")
+    order = radix_argsort_u64(hashes)
     per_doc = np.diff(batch.doc_offsets)
     sig_doc = np.repeat(np.arange(per_doc.shape[0], dtype=np.int64), per_doc)
     uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local, collision = invert_chunk(
