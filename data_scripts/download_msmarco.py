@@ -66,7 +66,8 @@ def _progress(total: int | None, initial: int, name: str):  # noqa: ANN202
 def fetch(url: str, dest: Path, retries: int = 3, timeout: float = 60.0) -> dict:
     """Download url to dest via dest.part, resuming with Range; returns what happened."""
     part = dest.with_name(dest.name + ".part")
-    info = {"url": url, "resumed_from": [], "restarted": 0}
+    resumed: list[int] = []
+    restarted = 0
     attempt = 0
     while True:
         have = part.stat().st_size if part.exists() else 0
@@ -77,13 +78,13 @@ def fetch(url: str, dest: Path, retries: int = 3, timeout: float = 60.0) -> dict
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 status = resp.status
                 if have and status == 206:
-                    info["resumed_from"].append(have)
+                    resumed.append(have)
                     mode = "ab"
                     length = resp.headers.get("Content-Length")
                     total = have + int(length) if length else None
                 else:
                     if have:
-                        info["restarted"] += 1  # the server ignored Range: start again
+                        restarted += 1  # the server ignored Range: start again
                     have, mode = 0, "wb"
                     length = resp.headers.get("Content-Length")
                     total = int(length) if length else None
@@ -102,11 +103,11 @@ def fetch(url: str, dest: Path, retries: int = 3, timeout: float = 60.0) -> dict
                 if total is not None and size < total:
                     raise ConnectionError(f"connection closed at {size} of {total} bytes")
             os.replace(part, dest)
-            return info
+            return {"url": url, "resumed_from": resumed, "restarted": restarted}
         except urllib.error.HTTPError as exc:
             if exc.code == 416 and have:  # nothing left to fetch: the .part is complete
                 os.replace(part, dest)
-                return info
+                return {"url": url, "resumed_from": resumed, "restarted": restarted}
             raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
             attempt += 1

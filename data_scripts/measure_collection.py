@@ -43,11 +43,23 @@ class Counter:
 
         self.np = np
         self.seen = np.zeros(0, dtype=np.uint64)
+        self.pending: list = []
+        self.pending_size = 0
 
     def add(self, hashes) -> None:  # noqa: ANN001
-        self.seen = self.np.union1d(self.seen, hashes)
+        # merge in bulk: one sort per ~64M pending hashes instead of one per batch
+        self.pending.append(hashes)
+        self.pending_size += int(hashes.shape[0])
+        if self.pending_size > 64_000_000:
+            self._merge()
+
+    def _merge(self) -> None:
+        if self.pending:
+            self.seen = self.np.unique(self.np.concatenate([self.seen, *self.pending]))
+            self.pending, self.pending_size = [], 0
 
     def __len__(self) -> int:
+        self._merge()
         return int(self.seen.shape[0])
 
 

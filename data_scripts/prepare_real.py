@@ -334,7 +334,11 @@ def prepare_msmarco_dev_small(source: Path, out: Path) -> dict:
     return stats
 
 
-PREPARERS = {"cranfield": prepare_cranfield, "metatool": prepare_metatool, "msmarco-dev-small": prepare_msmarco_dev_small}
+PREPARERS = {
+    "cranfield": prepare_cranfield,
+    "metatool": prepare_metatool,
+    "msmarco-dev-small": prepare_msmarco_dev_small,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-# Accumulator block in documents: 64K docs x (8 + 4) bytes stays in a 2 MiB L2. Measured on
-# 1M documents (benchmarks/bench_search.py --block): blocks beat a plain N-sized scatter.
-DEFAULT_BLOCK = 1 << 16
+# Accumulator block in documents: 16K docs x (8 + 4) bytes = 192 KiB, well inside L2. Measured on
+# 8.8M documents (benchmarks/bench_search.py --blocks, kernel only, 1 thread, K=1000): 16K blocks
+# 24.8 M postings/s, 64K blocks 16.0, a plain N-sized scatter 12.6 (benchmarks/RESULTS.md).
+DEFAULT_BLOCK = 1 << 14
 
 
 # ---------------------------------------------------------------------------- ranking heap

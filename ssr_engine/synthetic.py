@@ -13,13 +13,21 @@ block number, so output is byte-identical whatever the number of worker processe
   emits a free token: a word of the global Zipfian vocabulary (long tail, keeps growing with
   size), a number, or a name. Bigrams therefore repeat across passages as in topical text,
   and the tail supplies millions of rare words.
-- Vocabulary ranks: rank r < len(real words) is a real English word (from a word list, shorter
-  words first, i.e. more frequent); above that, a synthetic pronounceable word spelled from r in
-  base-len(SYLLABLES) syllables. With no word list every word is synthetic; the output is then
-  still deterministic, and different (the word-list digest is recorded in stats.json).
+- Vocabulary ranks: rank r < len(real words) is a real English word (lower-case words of 3+
+  letters from a word list, 4-7 letter words at the frequent ranks; capitalised entries become
+  names); above that, a synthetic pronounceable word spelled from r in base-len(SYLLABLES)
+  syllables. With no word list every word is synthetic; the output is then still deterministic,
+  and different (the word list's sha256 is recorded in stats.json).
+- Queries (MS MARCO shape, ~5 words): a window of 1-5 content words of the target passage,
+  sometimes one dropped, sometimes an extra word from another passage, inside a question
+  template ("what is {}", "how much does {} cost", "{} definition", ...).
+- Planting: the passage at a real qrel's pid is a generated passage with the real query's words
+  (leading question words dropped) inserted in order, sometimes split once by generated words.
 
 The text kernel is Numba with its own splitmix64 stream per block (platform independent);
-queries and planted passages are built in Python from the generated text.
+queries and planted passages are built in Python from the generated text with NumPy
+Generators seeded from (seed, qid) or (seed, pid). Same seed, word list and NumPy version
+=> byte-identical files.
 """
 
 from __future__ import annotations
@@ -86,7 +94,7 @@ _QUESTION_TEMPLATES = [
     ("what is {}", 14), ("what is the {}", 6), ("what are {}", 4), ("how to {}", 5), ("how much does {} cost", 3),
     ("how long does {} take", 2), ("how many {}", 2), ("who is {}", 3), ("where is {}", 3), ("when was {}", 2),
     ("why is {}", 2), ("what does {} mean", 3), ("define {}", 3), ("{} definition", 3), ("{} meaning", 2),
-    ("is {} a", 1), ("which {}", 1), ("what causes {}", 2), ("{}", 30), ("{} in the", 2), ("the {}", 2),
+    ("is {} a", 1), ("which {}", 1), ("what causes {}", 2), ("{}", 24), ("{} in the", 2), ("the {}", 2),
     ("what is a {}", 3), ("how do you {}", 2), ("what type of {}", 1),
 ]
 
@@ -159,7 +167,7 @@ class Vocabulary:
     @classmethod
     def load(cls, wordlist: str | Path | None = DEFAULT_WORDLIST) -> Vocabulary:
         """Real words from `wordlist` if it exists (None or a missing default: synthetic only)."""
-        pairs = [(w, float(r)) for w, r in zip(*[iter(_FUNCTION_RATES.split())] * 2)]
+        pairs = [(w, float(r)) for w, r in zip(*[iter(_FUNCTION_RATES.split())] * 2, strict=True)]
         rates: dict[str, float] = {}
         for w, r in pairs:
             rates[w] = rates.get(w, 0.0) + r
@@ -513,10 +521,10 @@ def make_query(passage: str, rng: np.random.Generator, noise_words: list[str]) -
     words = _content_words(passage)
     if not words:
         words = [w.strip(".,").lower() for w in passage.split()][:2] or ["nothing"]
-    m = int(rng.choice([1, 2, 3, 4], p=[0.12, 0.38, 0.32, 0.18]))
+    m = int(rng.choice([1, 2, 3, 4, 5], p=[0.04, 0.18, 0.32, 0.29, 0.17]))
     m = min(m, len(words))
     start = int(rng.integers(0, len(words) - m + 1))
-    picked = words[start : start + m]
+    picked = list(dict.fromkeys(words[start : start + m]))  # passages repeat phrases; queries rarely do
     if len(picked) >= 3 and rng.random() < 0.25:  # a missing word
         del picked[int(rng.integers(0, len(picked)))]
     if rng.random() < 0.3 and noise_words:  # an extra word the passage may not contain
@@ -576,8 +584,7 @@ _STATE: dict[str, object] = {}
 
 def _init_worker(seed: int, wordlist: str | None, shape: Shape) -> None:
     vocab = Vocabulary.load(wordlist)
-    _STATE.update(seed=seed, vocab=vocab, tables=vocab.tables(), prm=shape.as_array(),
-                  noise=vocab.words[:20000] or [f"w{i}" for i in range(100)])
+    _STATE.update(seed=seed, vocab=vocab, tables=vocab.tables(), prm=shape.as_array())
 
 
 def _run_job(job: _Job) -> tuple[int, bytes, list[tuple[int, int, str]], np.ndarray, np.ndarray]:
@@ -595,7 +602,9 @@ def _run_job(job: _Job) -> tuple[int, bytes, list[tuple[int, int, str]], np.ndar
 
     for qid, pid in job.targets:
         rng = np.random.default_rng([seed, 0x51, qid])
-        queries.append((qid, pid, make_query(line_text(pid), rng, _STATE["noise"])))  # type: ignore[arg-type]
+        # the extra (noise) word comes from another passage of the same block
+        noise = _content_words(line_text(job.pid0 + int(rng.integers(0, job.n))))
+        queries.append((qid, pid, make_query(line_text(pid), rng, noise)))
     if job.plants:
         pieces = []
         prev = 0
@@ -724,10 +733,10 @@ def generate(
             raise SsrError(f"--queries must be in 0..{passages}, got {nq}")
         rng = np.random.default_rng([seed, 0x51])
         chosen = rng.choice(passages, size=nq, replace=False) if nq else np.zeros(0, np.int64)
-        for qid, pid in enumerate(chosen.tolist(), start=1):
-            targets.setdefault(pid // BLOCK, []).append((qid, pid))
-    jobs = (_Job(b, b * BLOCK, min(BLOCK, passages - b * BLOCK), sorted(targets.get(b, []), key=lambda t: t[1]),
-                 plants.get(b, {})) for b in range(nblocks))
+        for number, target in enumerate(chosen.tolist(), start=1):
+            targets.setdefault(target // BLOCK, []).append((number, target))
+    jobs = [_Job(b, b * BLOCK, min(BLOCK, passages - b * BLOCK), sorted(targets.get(b, []), key=lambda t: t[1]),
+                 plants.get(b, {})) for b in range(nblocks)]  # small: targets and plants only
 
     hist = np.zeros(shape.length_max + 200, dtype=np.int64)
     total_words = 0
@@ -772,9 +781,9 @@ def _write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _map_jobs(jobs: Iterator[_Job], seed: int, wordlist: str | None, shape: Shape, workers: int):
+def _map_jobs(jobs: list[_Job], seed: int, wordlist: str | None, shape: Shape, workers: int):
     """Run jobs in order, in-process or on a pool with a bounded window (memory stays flat)."""
-    if workers <= 1:
+    if workers <= 1 or not isinstance(jobs, list) or len(jobs) == 1:
         _init_worker(seed, wordlist, shape)
         for job in jobs:
             yield _run_job(job)

@@ -147,7 +147,8 @@ def test_resume_from_partial_file(tmp_path):
     assert not part.exists()
 
 
-def test_resume_after_dropped_connection(tmp_path):
+def test_resume_after_dropped_connection(tmp_path, monkeypatch):
+    monkeypatch.setattr(dl.time, "sleep", lambda s: None)  # no back-off wait in the test
     out = tmp_path / "out"
     with Server(ARCHIVE, cut_first_at=700) as srv:
         stats = dl.run(out, srv.url, json.loads(Path(table(tmp_path)).read_text()), retries=2)

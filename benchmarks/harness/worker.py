@@ -1,0 +1,403 @@
+"""The subprocess side of the harness: build one peer's index, or serve one engine's queries.
+
+    python -m harness.worker build ENGINE --collection TSV --out DIR
+    python -m harness.worker serve ENGINE --index DIR --queries TSV --json OUT [--k 10 1000] ...
+
+(run with `benchmarks/` on PYTHONPATH; `benchmarks/run.py` does). Our engine's index is built
+by the `ssr build-index` command itself, and its `ssr` mode is served by `bench_search.main`;
+every other engine is served here by one protocol (the same as bench_search's):
+
+  1. baseline RssAnon after importing the engine's library, then open the index (timed);
+  2. warm-up, timed and reported on its own: a batch of the first 64 queries at every K on all
+     threads, then one single-query call (Numba compilation or cache load, first page-in);
+  3. throughput: one batch call over the queries for every (threads, K), end to end (query
+     tokenisation included, and, where the engine gives them, external ids out);
+  4. latency: single-query calls on one thread over the first --latency-queries queries;
+  5. RssAnon sampled after each phase; the figure reported is the peak minus the baseline.
+
+Tokens: every peer gets what our BM25 uses where its API allows (text.lower(), [a-z0-9]+, at
+least 2 characters, minus ssr-stopwords-v1): bm25s through its own Tokenizer configured that
+way, tantivy through a registered analyzer (regex [A-Za-z0-9]{2,}, lowercase, our stopwords),
+PISA from text we tokenise in Python and join with spaces (stemmer and stopwords off in PISA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+BM25_K1 = 0.9
+BM25_B = 0.4
+WARMUP_QUERIES = 64
+TOP_SAMPLE = 100  # queries whose top-10 ids are kept to compare engines' answers
+TANTIVY_ANALYZER = "ssr_tokens"
+
+
+def tsv_rows(path: str) -> Iterator[tuple[str, str]]:
+    """(id, text) of each line of an MS MARCO TSV."""
+    with open(path, encoding="utf-8", newline="\n") as f:
+        for line in f:
+            pid, _, text = line.rstrip("\n").partition("\t")
+            yield pid, text
+
+
+def stopword_list() -> list[str]:
+    from ssr_engine.stopwords import STOPWORDS_V1
+
+    return sorted(STOPWORDS_V1)
+
+
+def our_tokens(text: str) -> list[str]:
+    from ssr_engine.signals import value_tokens
+    from ssr_engine.stopwords import STOPWORDS_V1
+
+    return value_tokens(text, STOPWORDS_V1)
+
+
+# ---------------------------------------------------------------------------- builds
+
+
+def build_bm25s(collection: str, out: Path) -> dict:
+    import bm25s
+    import numpy as np
+    from bm25s.tokenization import Tokenizer
+
+    # [a-z0-9]{2,} over lower() matches exactly the [a-z0-9]+ runs of length >= 2
+    tokenizer = Tokenizer(lower=True, splitter=r"[a-z0-9]{2,}", stopwords=stopword_list())
+    ids: list[str] = []
+
+    def texts() -> Iterator[str]:
+        for pid, text in tsv_rows(collection):
+            ids.append(pid)
+            yield text
+
+    with open(collection, "rb") as f:
+        n_lines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 24), b""))
+    corpus = tokenizer.tokenize(texts(), length=n_lines, return_as="tuple", show_progress=False)
+    retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene", backend="numba")
+    retriever.index(corpus, show_progress=False)
+    del corpus
+    out.mkdir(parents=True, exist_ok=True)
+    retriever.save(out)
+    tokenizer.save_vocab(out)
+    tokenizer.save_stopwords(out)
+    np.save(out / "doc_ids.npy", np.array(ids))
+    return {"documents": len(ids)}
+
+
+def build_pisa(collection: str, out: Path) -> dict:
+    import pandas as pd
+    import pyterrier_pisa
+
+    index = pyterrier_pisa.PisaIndex(str(out), stemmer="none", stops="none", threads=os.cpu_count() or 1)
+    n = 0
+
+    def docs() -> Iterator[dict]:
+        nonlocal n
+        for pid, text in tsv_rows(collection):
+            n += 1
+            yield {"docno": pid, "text": " ".join(our_tokens(text))}
+
+    index.index(docs())
+    # PISA compresses the postings and computes block-max data for a scorer on first use:
+    # that is part of building a BM25 index, so it is done (and timed) here.
+    index.bm25(k1=BM25_K1, b=BM25_B, num_results=10, threads=1).transform(
+        pd.DataFrame({"qid": ["warm"], "query": ["index"]}))
+    return {"documents": n}
+
+
+def tantivy_analyzer():
+    import tantivy
+
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(r"[A-Za-z0-9]{2,}"))
+            .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.custom_stopword(stopword_list())).build())
+
+
+def build_tantivy(collection: str, out: Path) -> dict:
+    import tantivy
+
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("pid", stored=True, tokenizer_name="raw")
+    # frequencies without positions: all BM25 needs
+    sb.add_text_field("body", stored=False, tokenizer_name=TANTIVY_ANALYZER, index_option="freq")
+    out.mkdir(parents=True, exist_ok=True)
+    index = tantivy.Index(sb.build(), path=str(out))
+    index.register_tokenizer(TANTIVY_ANALYZER, tantivy_analyzer())
+    writer = index.writer(heap_size=1 << 30, num_threads=os.cpu_count() or 1)
+    n = 0
+    for pid, text in tsv_rows(collection):
+        writer.add_document(tantivy.Document(pid=pid, body=text))
+        n += 1
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    return {"documents": n, "segments": index.searcher().num_segments}
+
+
+BUILDERS = {"bm25s": build_bm25s, "pisa": build_pisa, "tantivy": build_tantivy}
+
+
+# ---------------------------------------------------------------------------- serving adapters
+
+
+class Engine:
+    """One engine behind the serving protocol: a batch call and a single-query call."""
+
+    def batch(self, queries: list[str], k: int, threads: int) -> list[list[str]] | None:
+        raise NotImplementedError
+
+    def one(self, query: str, k: int) -> None:
+        self.batch([query], k, 1)
+
+
+class OursExhaustive(Engine):
+    def __init__(self, index: str):
+        from ssr_engine.search import Searcher
+
+        self.searcher = Searcher(index)
+
+    def batch(self, queries, k, threads):
+        res = self.searcher.search_batch(queries, k, threads=threads, method="exhaustive")
+        return [r.ids[:10].tolist() for r in res]
+
+    def one(self, query, k):
+        self.searcher.search_batch([query], k, threads=1, method="exhaustive")
+
+
+class OursBM25(Engine):
+    def __init__(self, index: str):
+        from ssr_engine.bm25 import BM25Searcher
+        from ssr_engine.format import open_index
+
+        self.searcher = BM25Searcher(open_index(index), k1=BM25_K1, b=BM25_B)
+
+    def batch(self, queries, k, threads):
+        return [r.ids[:10].tolist() for r in self.searcher.search_batch(queries, k, threads=threads)]
+
+    def one(self, query, k):
+        self.searcher.search_batch([query], k, threads=1)
+
+
+class BM25S(Engine):
+    def __init__(self, index: str):
+        import bm25s
+        import numpy as np
+        from bm25s.tokenization import Tokenizer
+
+        self.retriever = bm25s.BM25.load(index, mmap=True, backend="numba", show_progress=False)
+        self.tokenizer = Tokenizer(lower=True, splitter=r"[a-z0-9]{2,}", stopwords=stopword_list())
+        self.tokenizer.load_vocab(index)
+        self.ids = np.load(Path(index) / "doc_ids.npy", mmap_mode="r")
+        self.n_docs = int(self.retriever.scores["num_docs"])
+
+    def batch(self, queries, k, threads):
+        tokens = self.tokenizer.tokenize(queries, update_vocab=False, return_as="ids", show_progress=False)
+        docs, _scores = self.retriever.retrieve(tokens, k=min(k, self.n_docs), n_threads=threads,
+                                                show_progress=False)
+        ids = self.ids[docs]  # external ids out, as the other engines give
+        return [row[:10].tolist() for row in ids]
+
+
+class Pisa(Engine):
+    def __init__(self, index: str):
+        import pandas as pd
+        import pyterrier_pisa
+
+        self.pd = pd
+        self.index = pyterrier_pisa.PisaIndex(index, stemmer="none", stops="none")
+        self.retrievers: dict = {}
+
+    def _retriever(self, k: int, threads: int):
+        key = (k, threads)
+        if key not in self.retrievers:
+            self.retrievers[key] = self.index.bm25(k1=BM25_K1, b=BM25_B, num_results=k, threads=threads)
+        return self.retrievers[key]
+
+    def batch(self, queries, k, threads):
+        frame = self.pd.DataFrame({"qid": [str(i) for i in range(len(queries))],
+                                   "query": [" ".join(our_tokens(q)) for q in queries]})
+        res = self._retriever(k, threads).transform(frame)
+        top = res[res["rank"] < 10]
+        by_q: dict[str, list[str]] = {}
+        for qid, docno in zip(top["qid"].tolist(), top["docno"].tolist(), strict=True):
+            by_q.setdefault(qid, []).append(docno)
+        return [by_q.get(str(i), []) for i in range(len(queries))]
+
+
+class Tantivy(Engine):
+    """Queries are OR-ed term queries through the index's own analyzer; multi-core = a thread pool
+    of single-query searches. Hits are document addresses: ids are read from the store only for
+    the top-10 sample, since tantivy has no cheap internal-to-external id map (see README)."""
+
+    def __init__(self, index: str):
+        import tantivy
+
+        self.index = tantivy.Index.open(index)
+        self.index.register_tokenizer(TANTIVY_ANALYZER, tantivy_analyzer())
+        self.searcher = self.index.searcher()
+        self.pools: dict = {}
+
+    def _search(self, query: str, k: int):
+        tokens = our_tokens(query)
+        if not tokens:  # no query terms: an empty result, as for the other engines
+            return []
+        q = self.index.parse_query(" ".join(tokens), ["body"])
+        return self.searcher.search(q, k, count=False).hits
+
+    def batch(self, queries, k, threads):
+        if threads == 1:
+            hits = [self._search(q, k) for q in queries]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            if threads not in self.pools:
+                self.pools[threads] = ThreadPoolExecutor(max_workers=threads)
+            hits = list(self.pools[threads].map(lambda q: self._search(q, k), queries, chunksize=16))
+        return [h[:10] for h in hits]
+
+    def ids(self, hits) -> list[str]:
+        return [self.searcher.doc(addr)["pid"][0] for _, addr in hits]
+
+    def one(self, query, k):
+        self._search(query, k)
+
+
+ADAPTERS = {"exhaustive": OursExhaustive, "bm25": OursBM25, "bm25s": BM25S, "pisa": Pisa, "tantivy": Tantivy}
+LIBRARIES = {"exhaustive": "ssr_engine.search", "bm25": "ssr_engine.bm25", "bm25s": "bm25s",
+             "pisa": "pyterrier_pisa", "tantivy": "tantivy"}
+
+
+def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: list[int], latency_n: int) -> dict:
+    """The serving protocol of the module docstring for one engine; returns the measurements."""
+    import importlib
+
+    import numpy as np
+    from bench_search import percentiles, rss_anon_mib
+
+    importlib.import_module(LIBRARIES[engine])
+    rss = {"baseline": rss_anon_mib()}
+    t0 = time.perf_counter()
+    eng = ADAPTERS[engine](index)
+    report: dict = {"engine": engine, "open_seconds": time.perf_counter() - t0, "n_queries": len(queries)}
+    rss["after_open"] = rss_anon_mib()
+
+    t0 = time.perf_counter()
+    for t in threads:  # every configuration once: compiles, loads per-configuration state, pages in
+        for k in ks:
+            eng.batch(queries[:WARMUP_QUERIES], k, t)
+    eng.one(queries[0], max(ks))
+    report["warmup_seconds"] = time.perf_counter() - t0
+    rss["after_warmup"] = rss_anon_mib()
+    peak = rss["after_warmup"]
+
+    rows, sample = [], None
+    for t in threads:
+        for k in ks:
+            t0 = time.perf_counter()
+            top = eng.batch(queries, k, t)
+            s = time.perf_counter() - t0
+            peak = max(peak, rss_anon_mib())
+            rows.append({"threads": t, "k": k, "qps": len(queries) / s, "seconds": s})
+            print(f"{engine} threads={t} k={k}: {len(queries) / s:.1f} q/s", file=sys.stderr)
+            if sample is None and top is not None:
+                sample = top[:TOP_SAMPLE]
+    report["throughput"] = rows
+
+    lat_n = min(latency_n, len(queries))
+    latency = {}
+    for k in ks:
+        times = []
+        for q in queries[:lat_n]:
+            t0 = time.perf_counter()
+            eng.one(q, k)
+            times.append(time.perf_counter() - t0)
+        latency[str(k)] = percentiles(times) | {"queries": lat_n, "mean_ms": 1000 * float(np.mean(times))}
+    report["latency"] = latency
+    peak = max(peak, rss_anon_mib())
+    rss["peak"] = peak
+    report["rss_anon_mib"] = rss
+    report["serving_rss_anon_mib"] = peak - rss["baseline"]
+    if isinstance(eng, Tantivy) and sample is not None:
+        sample = [eng.ids(h) for h in sample]
+    report["top10_sample"] = sample
+    return report
+
+
+def serve_ssr(index: str, queries_path: str, ks: list[int], threads: list[int], latency_n: int, limit: int | None,
+              work: Path) -> dict:
+    """Our `ssr` mode through bench_search.main (same protocol), reshaped to the harness's fields."""
+    import bench_search
+
+    raw_path = work / "bench_search.json"
+    argv = ["--index", index, "--queries", queries_path, "--k", *map(str, ks), "--threads", *map(str, threads),
+            "--blocks", "--latency-queries", str(latency_n), "--no-exactness", "--json", str(raw_path)]
+    if limit:
+        argv += ["--limit", str(limit)]
+    bench_search.main(argv)
+    raw = json.loads(raw_path.read_text())
+    rows = [{"threads": r["threads"], "k": r["k"], "qps": r["qps"], "seconds": r["seconds"],
+             "kernel_qps": r["kernel_qps"], "postings_per_s_per_core": r["postings_per_s_per_core"]}
+            for r in raw["throughput"]]
+    rss = {"baseline": raw["rss_anon_mib_start"], "after_warmup": raw["rss_anon_mib_after_warmup"],
+           "peak": raw["rss_anon_mib_peak_sampled"]}
+    return {"engine": "ssr", "open_seconds": raw["open_seconds"], "n_queries": raw["n_queries"],
+            "warmup_seconds": raw["warmup_seconds"], "throughput": rows,
+            "latency": raw["latency_single_query_1_thread"], "rss_anon_mib": rss,
+            "serving_rss_anon_mib": rss["peak"] - rss["baseline"], "postings_per_query": raw["postings_per_query"],
+            "empty_queries": raw["empty_queries"], "top10_sample": None,
+            "note": "measured by benchmarks/bench_search.py (warm-up also compiles the exhaustive kernel)"}
+
+
+def read_query_texts(path: str, limit: int | None) -> list[str]:
+    from ssr_engine.trec import read_queries
+
+    texts = list(read_queries(path).values())
+    return texts[:limit] if limit else texts
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="harness.worker", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("engine", choices=sorted(BUILDERS))
+    b.add_argument("--collection", required=True)
+    b.add_argument("--out", required=True)
+    b.add_argument("--json", dest="json_out")
+    s = sub.add_parser("serve")
+    s.add_argument("engine", choices=["ssr", *sorted(ADAPTERS)])
+    s.add_argument("--index", required=True)
+    s.add_argument("--queries", required=True)
+    s.add_argument("--json", dest="json_out", required=True)
+    s.add_argument("--k", type=int, nargs="+", default=[10, 1000])
+    s.add_argument("--threads", type=int, nargs="+", default=[1, os.cpu_count() or 1])
+    s.add_argument("--latency-queries", type=int, default=1000)
+    s.add_argument("--limit", type=int, help="use only the first N queries")
+    args = p.parse_args(argv)
+
+    if args.cmd == "build":
+        t0 = time.perf_counter()
+        info = BUILDERS[args.engine](args.collection, Path(args.out))
+        info["seconds_inside"] = time.perf_counter() - t0
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(info, indent=2) + "\n")
+        print(json.dumps(info), file=sys.stderr)
+        return 0
+
+    out = Path(args.json_out)
+    if args.engine == "ssr":
+        report = serve_ssr(args.index, args.queries, args.k, args.threads, args.latency_queries, args.limit,
+                           out.parent)
+    else:
+        texts = read_query_texts(args.queries, args.limit)
+        report = serve(args.engine, args.index, texts, args.k, args.threads, args.latency_queries)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""prepare_real.py: documented counts on the real files, and clear errors on bad ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "data_scripts" / "prepare_real.py"
+SHARED = Path(os.environ.get("SSR_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("prepare_real", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+pr = _load()
+
+
+def need(name: str) -> None:
+    if not (SHARED / name).exists():
+        pytest.skip(f"{SHARED / name} not present")
+
+
+def tsv(path: Path) -> list[list[str]]:
+    return [line.split("\t", 1) for line in path.read_text().splitlines()]
+
+
+def test_cranfield_counts(tmp_path, capsys):
+    need("cranfield")
+    assert pr.main(["cranfield", "--out", str(tmp_path), "--source", str(SHARED)]) == 0
+    assert "1,400 documents, 225 queries, 1,837 qrels" in capsys.readouterr().out
+    docs = tsv(tmp_path / "collection.tsv")
+    assert [int(d) for d, _ in docs] == list(range(1, 1401))
+    text = dict(docs)
+    assert text["1"].startswith("experimental investigation of the aerodynamics of a wing in a slipstream .")
+    assert "an experimental study of a wing in a propeller slipstream" in text["1"]
+    assert text["471"] == "" and text["995"] == ""
+    # record 240 repeats .A/.B inside its abstract: that text stays in the passage
+    assert "application to turbulent separations" in text["240"]
+    queries = tsv(tmp_path / "queries.tsv")
+    assert [q for q, _ in queries] == [str(i) for i in range(1, 226)]
+    assert queries[0][1].startswith("what similarity laws must be obeyed")
+    qrels = [line.split() for line in (tmp_path / "qrels.tsv").read_text().splitlines()]
+    assert len(qrels) == 1837  # every judgement line, the -1 ones as grade 0
+    assert qrels[0] == ["1", "0", "184", "3"]  # cranqrel line 1 is "1 184 2": code 2 -> grade 3
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["qrel_lines"]["codes"] == {"-1": 225, "1": 128, "2": 387, "3": 734, "4": 363}
+    assert stats["qrel_lines"]["grades"] == {"0": 225, "1": 363, "2": 734, "3": 387, "4": 128}
+    assert sum(stats["qrel_lines"]["codes"].values()) == 1837
+    assert stats["query_position_to_qry_id"]["3"] == "004"
+    assert stats["records_with_repeated_markers"] == ["240", "576", "578"]
+
+
+def test_cranfield_grade_mapping_is_higher_is_better():
+    assert pr.CRANFIELD_GRADES == {1: 4, 2: 3, 3: 2, 4: 1, -1: 0}
+
+
+def _fake_cranfield(root: Path, qrels: bytes) -> Path:
+    d = root / "cranfield"
+    d.mkdir(parents=True)
+    (d / "cran.all.1400").write_bytes(b".I 1\r\n.T\r\ntitle one\r\n.A\r\nx\r\n.B\r\ny\r\n.W\r\nbody one\r\n"
+                                      b".I 2\n.T\ntitle two\n.W\nbody two\n")
+    (d / "cran.qry").write_bytes(b".I 001\r\n.W\r\nfirst query\r\n.I 007\r\n.W\r\nsecond\r\nquery\r\n")
+    (d / "cranqrel").write_bytes(qrels)
+    return root
+
+
+def test_cranfield_mixed_endings_and_no_final_newline(tmp_path):
+    src = _fake_cranfield(tmp_path / "src", b"1 1 1\r\n1 2 -1\n2 2 4")
+    stats = pr.prepare_cranfield(src, tmp_path / "out")
+    assert (tmp_path / "out" / "qrels.tsv").read_text() == "1 0 1 4\n1 0 2 0\n2 0 2 1\n"
+    assert (tmp_path / "out" / "collection.tsv").read_text() == "1\ttitle one body one\n2\ttitle two body two\n"
+    assert (tmp_path / "out" / "queries.tsv").read_text() == "1\tfirst query\n2\tsecond query\n"
+    assert stats["query_position_to_qry_id"] == {"1": "001", "2": "007"}
+
+
+@pytest.mark.parametrize(
+    "qrels, message",
+    [(b"1 1 5\n", "cranqrel:1: unknown relevance code 5"), (b"1 1 1\n3 1 1\n", "cranqrel:2: query number 3"),
+     (b"1 9 1\n", "document 9 is not in the collection"), (b"1 1\n", "expected 'query doc code'"),
+     (b"1 x 1\n", "non-integer")],
+)
+def test_cranfield_bad_qrels(tmp_path, capsys, qrels, message):
+    src = _fake_cranfield(tmp_path / "src", qrels)
+    assert pr.main(["cranfield", "--out", str(tmp_path / "out"), "--source", str(src)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out" / "qrels.tsv").exists()
+
+
+def test_missing_source_is_a_clear_error(tmp_path, capsys):
+    assert pr.main(["metatool", "--out", str(tmp_path / "o"), "--source", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "plugin_des.json: no such file" in err
+
+
+def test_metatool_counts(tmp_path, capsys):
+    need("metatool")
+    assert pr.main(["metatool", "--out", str(tmp_path), "--source", str(SHARED)]) == 0
+    assert "199 documents, 20,614 queries, 20,614 qrels" in capsys.readouterr().out
+    docs = dict(tsv(tmp_path / "collection.tsv"))
+    assert len(docs) == 199 and "calculator" in docs
+    cards = [json.loads(line) for line in (tmp_path / "cards.jsonl").read_text().splitlines()]
+    assert len(cards) == 199
+    assert all(set(c) == {"id", "name", "description"} and docs[c["id"]] == c["description"] for c in cards)
+    queries = tsv(tmp_path / "queries.tsv")
+    assert len(queries) == 20614 and queries[0] == ["1", "Can I find academic research papers on this topic?"]
+    qrels = [line.split() for line in (tmp_path / "qrels.tsv").read_text().splitlines()]
+    assert qrels[0] == ["1", "0", "ResearchHelper", "1"]
+    assert {d for _, _, d, _ in qrels} <= set(docs)
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["tools_with_queries"] == 199
+
+
+def test_metatool_unknown_tool(tmp_path, capsys):
+    d = tmp_path / "metatool"
+    d.mkdir()
+    (d / "plugin_des.json").write_text('{"calc": "A calculator."}')
+    (d / "all_clean_data.csv").write_text('Query,Tool\n"add 2, 3",calc\nweather?,weather\n')
+    assert pr.main(["metatool", "--out", str(tmp_path / "o"), "--source", str(tmp_path)]) == 2
+    assert "all_clean_data.csv:3: tool 'weather' is not in plugin_des.json" in capsys.readouterr().err
+
+
+def test_msmarco_dev_small_counts(tmp_path, capsys):
+    need("msmarco-dev-small")
+    assert pr.main(["msmarco-dev-small", "--out", str(tmp_path), "--source", str(SHARED)]) == 0
+    assert "6,980 queries, 7,437 qrels" in capsys.readouterr().out
+    queries = dict(tsv(tmp_path / "queries.tsv"))
+    assert len(queries) == 6980
+    assert queries["2"] == "Androgen receptor define"  # leading space removed
+    lines = (tmp_path / "qrels.tsv").read_text().splitlines()
+    assert len(lines) == 7437 and lines[0] == "300674 0 7067032 1"
+    assert not (tmp_path / "collection.tsv").exists()
+
+
+def test_duplicate_query_ids_rejected(tmp_path, capsys):
+    d = tmp_path / "msmarco-dev-small"
+    d.mkdir()
+    (d / "queries.dev.small.tsv").write_text("1\ta\n1\tb\n")
+    (d / "qrels.dev.small.trec").write_text("1 0 5 1\n")
+    assert pr.main(["msmarco-dev-small", "--out", str(tmp_path / "o"), "--source", str(tmp_path)]) == 2
+    assert "duplicate query id '1'" in capsys.readouterr().err
