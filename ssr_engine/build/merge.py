@@ -19,6 +19,7 @@ from .kernels import forward_terms, gather_strings, merge_bucket, radix_argsort_
 from .runs import HashCollision, RunInfo, run_file
 
 BUCKET_ENTRIES = 4_000_000  # target run entries per bucket
+BUCKET_POSTINGS = 16_000_000  # and postings per bucket (frequent unigrams make BM25 buckets heavy)
 
 
 def _data_offset(path: Path) -> int:
@@ -51,8 +52,9 @@ def merge_runs(
 ) -> tuple[int, int]:
     """Write vocab, postings, signal strings and per-run term maps; returns (V, P)."""
     total = sum(r.n_terms for r in runs)
+    postings = sum(r.n_postings for r in runs)
     n_buckets = 1
-    while n_buckets * BUCKET_ENTRIES < total:
+    while n_buckets * BUCKET_ENTRIES < total or n_buckets * BUCKET_POSTINGS < postings:
         n_buckets *= 2
     cuts = bucket_cuts(run_dir, runs, n_buckets)
     maps = []
