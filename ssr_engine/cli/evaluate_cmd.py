@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9)")
     p.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4)")
     p.add_argument("--latency-queries", type=int, default=1000, metavar="N",
-                   help="queries timed one at a time for the latency percentiles (default 1000)")
+                   help="queries timed one at a time for the latency percentiles (default 1000; sampling "
+                        "stops after 60 s once 10 are timed)")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip malformed query/qrels lines (counted in the report) instead of failing")
 
