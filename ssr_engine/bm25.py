@@ -122,14 +122,11 @@ class BM25Searcher:
     ) -> list[SearchResult]:
         """Top-k of every query, in the Searcher's result shape (matches = distinct query terms found)."""
         batch = self.search_arrays(queries, k, threads)
-        ids = self.index.doc_ids()
+        ids = self.index.ids_of(batch.docs)
         hits = []
         for q in range(len(queries)):
             a, z = batch.offsets[q], batch.offsets[q + 1]
-            docs = batch.docs[a:z]
-            ext = np.empty(len(docs), dtype=object)
-            ext[:] = [ids[d] for d in docs]
-            hits.append(SearchResult(ext, batch.scores[a:z], batch.matches[a:z], docs))
+            hits.append(SearchResult(ids[a:z], batch.scores[a:z], batch.matches[a:z], batch.docs[a:z]))
         return hits
 
     def search(self, query: str, k: int | None = 10) -> SearchResult:

@@ -34,7 +34,7 @@ _EXHAUSTIVE_HEAP_BYTES = 256 << 20
 class SearchResult:
     """One query's results in rank order (score desc, matches desc, id asc)."""
 
-    ids: np.ndarray  # external document ids (object array of str)
+    ids: np.ndarray  # external document ids (NumPy str array)
     scores: np.ndarray  # float64
     matches: np.ndarray  # int32, matched signals per document
     docs: np.ndarray  # int64, internal document ids
@@ -72,7 +72,6 @@ class Searcher:
         self.mask = hash_mask(int(settings["hash"].get("bits", 64)))
         self.block = block
         self._extractor = Extractor(self.stopwords, self.cap)
-        self._ids = None  # pyarrow array of external ids, read on first use
 
     @property
     def n_docs(self) -> int:
@@ -173,25 +172,15 @@ class Searcher:
 
     # --------------------------------------------------------------------------- ids
 
-    def _id_array(self):
-        if self._ids is None:
-            # an Arrow string column: ~10 bytes per id, where a list of str would take ~60
-            self._ids = self.index.doc_id_array()
-        return self._ids
-
     def external_ids(self, docs: np.ndarray) -> np.ndarray:
-        """External ids (object array of str) of internal document ids."""
-        if len(docs) == 0:
-            return np.empty(0, dtype=object)
-        return self._id_array().take(np.asarray(docs, dtype=np.int64)).to_numpy(zero_copy_only=False)
+        """External ids (a NumPy str array) of internal document ids."""
+        return self.index.ids_of(docs)
 
     def internal_id(self, doc_id: str) -> int:
-        import pyarrow.compute as pc
-
-        found = pc.index(self._id_array(), str(doc_id)).as_py()
-        if found is None or found < 0:
+        found = self.index.internal_id(doc_id)
+        if found is None:
             raise SsrError(f"{self.index.path}: no document with id {doc_id!r}")
-        return int(found)
+        return found
 
     # ----------------------------------------------------------------------- explain
 

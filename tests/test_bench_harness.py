@@ -67,6 +67,7 @@ def test_run_tracked_sees_a_childs_memory_and_its_log(tmp_path):
     assert run["returncode"] == 0 and run["killed"] is None
     assert run["peak_rss_mib"] > 120
     assert run["log_tail"] == "started"
+    assert run["cpu_seconds"] > 0 and run["other_cpu_cores"] >= 0
 
 
 def test_run_tracked_kills_a_tree_over_the_memory_limit(tmp_path):
@@ -112,7 +113,8 @@ def _results() -> dict:
              "serve": serve(200.0, 100.0, top=[["1", "2"], ["3"]])},
             {"name": "bm25s", "build": {"wall_seconds": 1.5, "peak_rss_mib": 150.0}, "index_bytes": 1 << 19,
              "serve": serve(100.0, 25.0, top=[["2", "1"], ["4"]])},
-            {"name": "pisa", "build": {"wall_seconds": 9.0, "peak_rss_mib": 99.0, "error": "killed: | over limit"}},
+            {"name": "pisa", "build": {"wall_seconds": 9.0, "peak_rss_mib": 99.0, "error": "killed: | over limit",
+                                       "other_cpu_cores": 0.75}},
             {"name": "tantivy", "error": "python module 'tantivy' not installed"},
         ],
     }
@@ -132,7 +134,7 @@ def test_main_table_keeps_failed_rows_with_their_error():
     assert len(lines) == 2 + 6  # header, rule, one row per engine
     assert all(line.count("|") == lines[0].count("|") for line in lines)  # "|" inside an error is escaped
     pisa = next(line for line in lines if line.startswith("| pisa "))
-    assert "build failed: killed: / over limit" in pisa
+    assert "build failed: killed: / over limit" in pisa and "other jobs used 0.8 cores during build" in pisa
     tantivy = next(line for line in lines if line.startswith("| tantivy "))
     assert "not installed" in tantivy
     exhaustive = next(line for line in lines if line.startswith("| exhaustive "))

@@ -44,7 +44,7 @@ def assert_same(res: SearchResult, hits) -> None:
     assert res.ids.tolist() == [h.id for h in hits]
     assert res.scores.view(np.uint64).tolist() == np.array([h.score for h in hits]).view(np.uint64).tolist()
     assert res.matches.tolist() == [h.matches for h in hits]
-    assert res.ids.dtype == object and res.scores.dtype == np.float64
+    assert res.ids.dtype.kind == "U" and res.scores.dtype == np.float64
     assert len(res) == len(hits)
 
 
