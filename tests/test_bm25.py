@@ -20,8 +20,6 @@ from ssr_engine.scoring import id_order
 from ssr_engine.stemming import bm25_tokens, stem_tokens
 from ssr_engine.stopwords import STOPWORDS_V1
 
-CRANFIELD = Path("/work/shared/data/cranfield")
-
 
 def make_index(ids: list[str], doc_tokens: list[list[str]], stopwords=STOPWORDS_V1, stem=False, seed=0) -> Index:
     """An in-memory BM25 index with the contract's arrays, built the simple way (the oracle build)."""
@@ -218,28 +216,11 @@ def test_stemming_without_pystemmer_is_a_clear_error(monkeypatch):
 # ------------------------------------------------------------------------------ Cranfield
 
 
-def read_cranfield_records(path: Path, fields: set[str]) -> list[tuple[str, str]]:
-    """(id, text) of .I records; text joins the given fields (.T, .W ...)."""
-    records: list[tuple[str, list[str]]] = []
-    current = None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith(".I"):
-            records.append((line.split()[1], []))
-            current = None
-        elif line.startswith(".") and len(line) >= 2 and line[1].isalpha() and len(line.strip()) == 2:
-            current = line.strip()
-        elif current in fields:
-            records[-1][1].append(line)
-    return [(i, " ".join(t)) for i, t in records]
-
-
-@pytest.mark.skipif(not (CRANFIELD / "cran.all.1400").is_file(), reason="Cranfield not in /work/shared/data")
 @pytest.mark.parametrize("stem", [False, True])
-def test_cranfield_agrees_with_bm25s(stem):
+def test_cranfield_agrees_with_bm25s(stem, cranfield):
     if stem:
         pytest.importorskip("Stemmer", reason="PyStemmer (extra 'stem') is not installed")
-    docs = read_cranfield_records(CRANFIELD / "cran.all.1400", {".T", ".W"})
-    queries = read_cranfield_records(CRANFIELD / "cran.qry", {".W"})
+    docs, queries = cranfield.docs, cranfield.queries
     assert len(docs) == 1400 and len(queries) == 225
     ids = [i for i, _ in docs]
     doc_tokens = [bm25_tokens(t, STOPWORDS_V1, stem) for _, t in docs]
@@ -263,10 +244,9 @@ def built_searcher(tmp_path: Path, ids: list[str], texts: list[str], stem: bool 
     return BM25Searcher(open_index(out))
 
 
-@pytest.mark.skipif(not (CRANFIELD / "cran.all.1400").is_file(), reason="Cranfield not in /work/shared/data")
-def test_cranfield_built_index_agrees_with_bm25s_and_the_in_memory_index(tmp_path):
-    docs = read_cranfield_records(CRANFIELD / "cran.all.1400", {".T", ".W"})
-    queries = [t for _, t in read_cranfield_records(CRANFIELD / "cran.qry", {".W"})]
+def test_cranfield_built_index_agrees_with_bm25s_and_the_in_memory_index(tmp_path, cranfield):
+    docs = cranfield.docs
+    queries = [t for _, t in cranfield.queries]
     ids = [i for i, _ in docs]
     searcher = built_searcher(tmp_path, ids, [t for _, t in docs])
     assert searcher.index.manifest["signals"]["stem"] is False

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 SCRIPT = Path(__file__).resolve().parent.parent / "data_scripts" / "prepare_real.py"
-SHARED = Path(os.environ.get("SSR_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from conftest import SHARED_DATA as SHARED  # noqa: E402
 
 
 def _load():

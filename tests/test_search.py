@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,6 @@ from ssr_engine.scoring import canonical_sum
 from ssr_engine.search import Searcher, SearchResult
 
 build = pytest.importorskip("ssr_engine.build")
-CRANFIELD = Path("/work/shared/data/cranfield")
 
 
 def write_tsv(path: Path, ids, texts) -> Path:
@@ -188,27 +186,10 @@ def test_cli_errors(small, tmp_path, capsys):
     assert "missing" in capsys.readouterr().err
 
 
-def cranfield_docs() -> tuple[list[str], list[str]]:
-    """Title and abstract of each Cranfield document (the .T and .W fields)."""
-    raw = (CRANFIELD / "cran.all.1400").read_text(encoding="utf-8")
-    ids, texts = [], []
-    for block in raw.split(".I ")[1:]:
-        head, _, body = block.partition("\n")
-        fields = dict(re.findall(r"^\.([TABW])\n(.*?)(?=^\.[TABW]\n|\Z)", body, flags=re.S | re.M))
-        ids.append(head.strip())
-        texts.append(" ".join((fields.get("T", "") + " " + fields.get("W", "")).split()))
-    return ids, texts
-
-
-def cranfield_queries() -> list[str]:
-    raw = (CRANFIELD / "cran.qry").read_text(encoding="utf-8")
-    return [" ".join(block.partition(".W\n")[2].split()) for block in raw.split(".I ")[1:]]
-
-
-@pytest.mark.skipif(not (CRANFIELD / "cran.all.1400").is_file(), reason="Cranfield not in /work/shared/data")
-def test_cli_on_cranfield_matches_reference(tmp_path, capsys):
-    ids, texts = cranfield_docs()
-    queries = cranfield_queries()
+def test_cli_on_cranfield_matches_reference(tmp_path, capsys, cranfield):
+    ids = [i for i, _ in cranfield.docs]
+    texts = [t for _, t in cranfield.docs]
+    queries = [t for _, t in cranfield.queries]
     assert len(ids) == 1400 and len(queries) == 225
     idx = build.build_index(write_tsv(tmp_path / "cran.tsv", ids, texts), tmp_path / "idx", quiet=True)
     qfile = tmp_path / "q.tsv"

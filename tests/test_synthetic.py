@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SHARED_DATA  # noqa: E402
 
 from ssr_engine import STOPWORDS_V1, signals
 from ssr_engine.errors import InputError, SsrError
 from ssr_engine.signals import value_tokens
 from ssr_engine.synthetic import BLOCK, generate, plant_run
 
-SHARED_DATA = Path(os.environ.get("SSR_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SHARED = SHARED_DATA / "msmarco-dev-small"
 SCRIPT = Path(__file__).resolve().parent.parent / "data_scripts" / "make_collection.py"
 TOKEN = re.compile(r"[a-z0-9]+")

@@ -6,13 +6,14 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssr_engine.errors import InputError
 from ssr_engine.trec import read_qrels, read_queries, read_run, write_run
 
-MSMARCO = Path("/work/shared/data/msmarco-dev-small")
+MSMARCO = SHARED_DATA / "msmarco-dev-small"
 
 
 def write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -84,7 +85,7 @@ def test_missing_file_is_input_error(tmp_path):
         read_qrels(tmp_path / "nope")
 
 
-@pytest.mark.skipif(not MSMARCO.is_dir(), reason="MS MARCO dev-small not in /work/shared/data")
+@pytest.mark.skipif(not MSMARCO.is_dir(), reason="MS MARCO dev-small not in ../shared/data")
 def test_real_msmarco_files():
     queries = read_queries(MSMARCO / "queries.dev.small.tsv")
     qrels = read_qrels(MSMARCO / "qrels.dev.small.trec")
