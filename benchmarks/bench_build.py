@@ -34,7 +34,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     cmd = [sys.executable, "-m", "ssr_engine", "build-index", "--collection", str(args.collection),
-           "--out", str(args.out), "--force", "--quiet", "--scoring", args.scoring, "--chunk-docs", str(args.chunk_docs)]
+           "--out", str(args.out), "--force", "--quiet", "--scoring", args.scoring,
+           "--chunk-docs", str(args.chunk_docs)]
     if args.workers:
         cmd += ["--workers", str(args.workers)]
     m = run_measured(cmd)
@@ -58,7 +59,8 @@ def main() -> None:
         "build": manifest["build"],
     }
     c = manifest["counts"]
-    print("| documents | terms | postings | wall s | peak RSS GiB | peak RssAnon GiB | inverted index GB | all files GB |")
+    print("| documents | terms | postings | wall s | peak RSS GiB | peak RssAnon GiB | inverted index GB "
+          "| all files GB |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| {c['documents']:,} | {c['terms']:,} | {c['postings']:,} | {result['seconds']} | "
           f"{result['peak_rss_gib']} | {result['peak_rss_anon_gib']} | {result['inverted_index_gb']} | "

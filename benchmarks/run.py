@@ -116,7 +116,7 @@ def build_engine(name: str, collection: Path, idx_root: Path, logs: Path, args, 
     print(f"building {name}", file=sys.stderr)
     run = measure.run_tracked(cmd, logs / f"build-{name}.log", env=subprocess_env(), cwd=str(HERE),
                               limit_bytes=int(args.memory_limit_gib * GIB), timeout=args.timeout)
-    info = {k: run[k] for k in ("wall_seconds", "peak_rss_mib", "returncode", "log")}
+    info = {k: run[k] for k in ("wall_seconds", "peak_rss_mib", "returncode", "cpu_seconds", "other_cpu_cores", "log")}
     if run["returncode"] != 0 or run["killed"]:
         tail = run["log_tail"]
         info["error"] = run["killed"] or (tail.splitlines()[-1] if tail else f"exit {run['returncode']}")
@@ -164,6 +164,7 @@ def serve_engine(name: str, idx_root: Path, collection: dict, logs: Path, args, 
     report = json.loads(json_out.read_text())
     report["process_peak_rss_mib"] = run["peak_rss_mib"]
     report["wall_seconds"] = run["wall_seconds"]
+    report["other_cpu_cores"] = run["other_cpu_cores"]
     return report
 
 
@@ -219,9 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     order = [*engines.OURS, *engines.PEERS]
     if before.get("collection", {}).get("path") == collection["path"]:
         # engines measured by an earlier run on this collection and not re-run now keep their rows
-        for name, entry in previous.items():
+        for name, old in previous.items():
             if name not in names:
-                results["engines"].append(entry | {"carried_over": entry.get("carried_over") or before.get("date")})
+                results["engines"].append(old | {"carried_over": old.get("carried_over") or before.get("date")})
     for name in names:
         entry: dict = {"name": name, "family": "ours" if name in engines.OURS else "peer",
                        "description": engines.DESCRIPTIONS[name], "index_dir": str(engines.index_dir(name, idx_root))}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import signal
 import subprocess
 import time
@@ -41,6 +42,7 @@ def run_tracked(cmd: list[str], log_path: Path, env: dict[str, str] | None = Non
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     killed = None
+    busy0, ours0 = busy_cpu_seconds(), children_cpu_seconds()
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
         # its own session, so that a kill reaches the children this run started, and nothing else
@@ -59,8 +61,28 @@ def run_tracked(cmd: list[str], log_path: Path, env: dict[str, str] | None = Non
                 break
             time.sleep(interval)
         wall = time.perf_counter() - t0
+    ours = children_cpu_seconds() - ours0
+    # CPU the rest of the machine used meanwhile (other users' jobs on shared cores), in cores
+    other = max(0.0, busy_cpu_seconds() - busy0 - ours) / wall if wall > 0 else 0.0
     return {"command": cmd, "wall_seconds": wall, "peak_rss_mib": peak / MIB, "returncode": proc.returncode,
-            "killed": killed, "log": str(log_path), "log_tail": log_tail(log_path)}
+            "killed": killed, "cpu_seconds": ours, "other_cpu_cores": other, "log": str(log_path),
+            "log_tail": log_tail(log_path)}
+
+
+def busy_cpu_seconds() -> float:
+    """Non-idle CPU seconds of the whole machine since boot (/proc/stat: all but idle and iowait)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return 0.0
+    ticks = [int(x) for x in fields[:8]]  # user nice system idle iowait irq softirq steal
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's waited-for children (and theirs)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def log_tail(path: Path, lines: int = 6) -> str:

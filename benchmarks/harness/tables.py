@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 MIB = 1 << 20
+OTHER_LOAD_NOTE = 0.2  # cores used by other processes during a step, above which the row says so
 
 
 def throughput(serve: dict | None, threads: int, k: int) -> float | None:
@@ -68,6 +69,10 @@ def main_table(results: dict) -> str:
         if pps:
             notes.append("kernel M postings/s/core: " + ", ".join(
                 f"K={k} {t}t {v / 1e6:,.0f}" for (t, k), v in sorted(pps.items(), key=lambda x: (x[0][1], x[0][0]))))
+        busy = {stage: (e.get(stage) or {}).get("other_cpu_cores") or 0.0 for stage in ("build", "serve")}
+        if max(busy.values()) >= OTHER_LOAD_NOTE:
+            notes.append("other jobs used " + ", ".join(f"{v:.1f} cores during {k}" for k, v in busy.items()
+                                                        if v >= OTHER_LOAD_NOTE))
         if e.get("carried_over"):
             notes.append(f"measured by the run of {e['carried_over']}")
         err = engine_error(e)
