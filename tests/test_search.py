@@ -54,6 +54,19 @@ def small(tmp_path_factory):
     return Searcher(out), ReferenceIndex.from_texts(ids, texts, cap=12), queries
 
 
+@pytest.mark.parametrize("ids", [
+    ["a-é", "b", "ü", "c"],  # non-ASCII ids: the Arrow path
+    ["x" * 40, "y" * 33, "z", "w"],  # ids too long for the fixed-width table
+    ["d10", "d9", "d100", "d0"],  # short ASCII ids: the fixed-width table
+])
+def test_external_ids_of_every_kind(tmp_path, ids):
+    texts = ["alpha beta", "alpha", "beta gamma", "alpha beta gamma"]
+    searcher = Searcher(build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True))
+    ref = ReferenceIndex.from_texts(ids, texts)
+    for query in ("alpha", "alpha beta gamma", "nothing"):
+        assert_same(searcher.search(query, k=None), ref.search(query, k=None))
+
+
 @pytest.mark.parametrize("k", [1, 7, 10_000, None])
 @pytest.mark.parametrize("method", ["ssr", "exhaustive"])
 def test_search_batch_matches_reference(small, k, method):
