@@ -215,3 +215,15 @@ def test_tiny_run_end_to_end(tmp_path, monkeypatch):
     (out / "results.md").unlink()
     assert run.main(["--out", str(out), "--report-only"]) == 0
     assert (out / "results.md").read_text().startswith("### 2,000 passages")
+
+
+def test_reused_collection_must_match_scale_and_query_kind(tmp_path):
+    run = _load_run()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "collection.tsv").write_text("0\thello world\n")
+    (data / "stats.json").write_text(json.dumps({"passages": 1, "queries": 1}))
+    with pytest.raises(SystemExit, match="holds 1 passages, but --scale is 2"):
+        run.main(["--scale", "2", "--data", str(data), "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit, match="has generated queries, but --queries is dev-small"):
+        run.main(["--scale", "1", "--queries", "dev-small", "--data", str(data), "--out", str(tmp_path / "o")])
