@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import json
 import tarfile
@@ -12,18 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, load_data_script
 
-SCRIPT = Path(__file__).resolve().parent.parent / "data_scripts" / "download_msmarco.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("download_msmarco", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-dl = _load()
+SCRIPT = ROOT / "data_scripts" / "download_msmarco.py"
+dl = load_data_script("download_msmarco")
 
 COLLECTION = "".join(f"{i}\tpassage number {i} about topic {i % 7}\n" for i in range(500))
 QUERIES = "1048585\twhat is paula deen's brother\n2\t Androgen receptor define\n"

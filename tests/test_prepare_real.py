@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, load_data_script
+from conftest import SHARED_DATA as SHARED
 
-SCRIPT = Path(__file__).resolve().parent.parent / "data_scripts" / "prepare_real.py"
-from conftest import SHARED_DATA as SHARED  # noqa: E402
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("prepare_real", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-pr = _load()
+SCRIPT = ROOT / "data_scripts" / "prepare_real.py"
+pr = load_data_script("prepare_real")
 
 
 def need(name: str) -> None:
