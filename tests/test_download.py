@@ -11,9 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_data_script
+from conftest import load_data_script
 
-SCRIPT = ROOT / "data_scripts" / "download_msmarco.py"
 dl = load_data_script("download_msmarco")
 
 COLLECTION = "".join(f"{i}\tpassage number {i} about topic {i % 7}\n" for i in range(500))

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_data_script
 from conftest import SHARED_DATA as SHARED
+from conftest import load_data_script
 
-SCRIPT = ROOT / "data_scripts" / "prepare_real.py"
 pr = load_data_script("prepare_real")
 
 
