@@ -14,11 +14,13 @@ stopwords and stemming. Ties: doc_rank ascending (the collection's id order).
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 
 from . import bm25_kernels
@@ -75,6 +77,10 @@ class BM25Searcher:
         self.avgdl = total / self.n_docs if total else 1.0
         self._df = index.df()
         self._term_cache: dict[str, int] = {}
+        # per-thread accumulators kept across calls (allocated on first use), and the lock that
+        # keeps two Python threads from sharing them
+        self._workspace: tuple[np.ndarray, np.ndarray] | None = None
+        self._lock = threading.Lock()
 
     @property
     def settings(self) -> dict[str, object]:
@@ -109,11 +115,14 @@ class BM25Searcher:
         q_terms = np.concatenate([t for t, _ in parts]) if parts else np.zeros(0, dtype=np.int64)
         q_weights = np.concatenate([w for _, w in parts]) if parts else np.zeros(0, dtype=np.float64)
         idx = self.index
-        with _numba_threads(threads):
+        with self._lock, _numba_threads(threads):
+            chunks = max(1, min(numba.get_num_threads(), len(parts)))
+            if self._workspace is None or self._workspace[0].shape[0] < chunks:
+                self._workspace = bm25_kernels.bm25_workspace(chunks, self.n_docs)
             out = bm25_kernels.bm25_batch(
                 q_offsets, q_terms.astype(np.int64), q_weights.astype(np.float64), idx.postings_indptr,
                 idx.postings_docs, idx.postings_tf, idx.doc_lengths, self.avgdl, self.k1, self.b, idx.doc_rank,
-                0 if k is None else k,
+                0 if k is None else k, n_chunks=chunks, workspace=self._workspace,
             )
         return BM25Batch(*out)
 

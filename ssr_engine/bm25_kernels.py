@@ -79,12 +79,12 @@ def _top_k(acc, touched, n_touched, doc_rank, hs, hd, lo, cap):
 
 @nb.njit(cache=True, parallel=True)
 def _bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, avgdl, k1, b, doc_rank,
-                n_docs, caps, n_chunks, out_d, out_s, out_m, sizes, pool):
+                n_docs, caps, n_chunks, out_d, out_s, out_m, sizes, pool, acc_all, cnt_all):
     nq = q_offsets.shape[0] - 1
     for c in nb.prange(n_chunks):
-        # per-thread buffers, reused by every query of the chunk and left zeroed after each
-        acc = np.zeros(n_docs, dtype=np.float64)
-        cnt = np.zeros(n_docs, dtype=np.int32)
+        # per-thread accumulators (row c of the workspace), left zeroed after every query
+        acc = acc_all[c]
+        cnt = cnt_all[c]
         touched = np.empty(n_docs, dtype=np.int64)
         for q in range(c, nq, n_chunks):  # round robin: long and short queries spread evenly
             n_touched = 0
@@ -178,9 +178,22 @@ def union_sizes(q_offsets, q_terms, indptr, docs, n_docs, n_chunks=None):
     return out
 
 
+def bm25_workspace(n_chunks, n_docs):
+    """Zeroed per-thread accumulators (float64 and int32 [n_chunks, n_docs]) for `bm25_batch`.
+
+    Kept by a searcher across calls: allocating and first-touching N-sized arrays on every call
+    dominated single-query latency (~50 ms at 8.8M documents).
+    """
+    return np.zeros((n_chunks, n_docs), dtype=np.float64), np.zeros((n_chunks, n_docs), dtype=np.int32)
+
+
 def bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, avgdl, k1, b, doc_rank, k,
-               n_chunks=None):
-    """Top-k BM25 of a batch of queries (k <= 0: every candidate). See the module docstring."""
+               n_chunks=None, workspace=None):
+    """Top-k BM25 of a batch of queries (k <= 0: every candidate). See the module docstring.
+
+    `workspace` (from `bm25_workspace`, at least n_chunks rows) is used and left zeroed; without
+    one, a fresh one is allocated for the call.
+    """
     n_docs = doc_rank.shape[0]
     nq = q_offsets.shape[0] - 1
     caps = _region_offsets(q_offsets, q_terms, indptr, np.int64(k))
@@ -194,7 +207,10 @@ def bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, av
         if n_chunks is None:
             n_chunks = nb.get_num_threads()
         n_chunks = max(1, min(int(n_chunks), nq))
+        if workspace is None or workspace[0].shape[0] < n_chunks or workspace[0].shape[1] != n_docs:
+            workspace = bm25_workspace(n_chunks, n_docs)
         _bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, np.float64(avgdl),
-                    np.float64(k1), np.float64(b), doc_rank, n_docs, caps, n_chunks, out_d, out_s, out_m, sizes, pool)
+                    np.float64(k1), np.float64(b), doc_rank, n_docs, caps, n_chunks, out_d, out_s, out_m, sizes, pool,
+                    workspace[0], workspace[1])
     offsets, d, s, m = _compact(caps, sizes, out_d, out_s, out_m)
     return offsets, d, s, m, pool

@@ -165,6 +165,23 @@ def test_ties_by_id_order_and_threads_agree():
     assert one.pool.tolist() == [4] * 15
 
 
+def test_workspace_reused_across_calls_gives_fresh_results():
+    rng = np.random.default_rng(3)
+    vocab = [f"t{i}" for i in range(30)]
+    ids = [str(i) for i in range(200)]
+    docs = [list(rng.choice(vocab, size=int(rng.integers(1, 12)))) for _ in ids]
+    queries = [" ".join(rng.choice(vocab, size=3)) for _ in range(40)]
+    kept = BM25Searcher(make_index(ids, docs))  # one searcher, its accumulators reused call after call
+    for start in range(0, 40, 7):
+        batch = queries[start : start + 7]
+        fresh = BM25Searcher(make_index(ids, docs))
+        for threads in (1, 2):
+            a, b = kept.search_arrays(batch, 5, threads=threads), fresh.search_arrays(batch, 5, threads=threads)
+            for x, y in zip(a.__dict__.values(), b.__dict__.values(), strict=True):
+                assert np.array_equal(x, y)
+    assert not kept._workspace[0].any() and not kept._workspace[1].any()  # left zeroed
+
+
 def test_empty_queries_and_no_matches():
     s = BM25Searcher(make_index(["a", "b"], [["xx"], []]))
     batch = s.search_arrays(["", "the of", "yy", "xx"], k=5)
