@@ -39,6 +39,21 @@ def percentiles(values, ps=(50, 95, 99)) -> dict[str, float]:
     return {f"p{p}_ms": float(np.percentile(arr, p)) for p in ps}
 
 
+def single_query_latency(search, queries, ks) -> dict[str, dict[str, float]]:
+    """Percentiles (ms) of `search(query, k)` called once per query, for each k."""
+    import numpy as np
+
+    latency = {}
+    for k in ks:
+        times = []
+        for q in queries:
+            t0 = time.perf_counter()
+            search(q, k)
+            times.append(time.perf_counter() - t0)
+        latency[str(k)] = percentiles(times) | {"queries": len(queries), "mean_ms": 1000 * float(np.mean(times))}
+    return latency
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--index", required=True)
@@ -144,14 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     lat_n = min(args.latency_queries, n_q)
     numba.set_num_threads(1)
     try:
-        latency = {}
-        for k in args.k:
-            times = []
-            for q in texts[:lat_n]:
-                t0 = time.perf_counter()
-                searcher.search(q, k)
-                times.append(time.perf_counter() - t0)
-            latency[str(k)] = percentiles(times) | {"queries": lat_n, "mean_ms": 1000 * float(np.mean(times))}
+        latency = single_query_latency(searcher.search, texts[:lat_n], args.k)
     finally:
         numba.set_num_threads(before)
     report["latency_single_query_1_thread"] = latency

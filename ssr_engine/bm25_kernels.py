@@ -12,13 +12,15 @@ Results are flat: `(offsets int64[Q + 1], docs int64, scores float64, matches in
 pool int64[Q])` where matches counts the distinct query terms a document contains and pool
 is the number of candidates of each query before the top-k cut.
 
-This module imports nothing from the package; every kernel accepts read-only arrays.
+It imports only the shared SSR kernels (`kernels.region_offsets`); every kernel accepts read-only arrays.
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+from .kernels import region_offsets
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -113,22 +115,6 @@ def _bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, a
 
 
 @nb.njit(cache=True)
-def _region_offsets(q_offsets, q_terms, indptr, k):
-    """Output capacity per query: min(k, sum of its terms' df), an upper bound on candidates."""
-    nq = q_offsets.shape[0] - 1
-    caps = np.zeros(nq + 1, dtype=np.int64)
-    for q in range(nq):
-        total = np.int64(0)
-        for j in range(q_offsets[q], q_offsets[q + 1]):
-            t = q_terms[j]
-            total += indptr[t + 1] - indptr[t]
-        if k > 0 and total > k:
-            total = k
-        caps[q + 1] = caps[q] + total
-    return caps
-
-
-@nb.njit(cache=True)
 def _compact(caps, sizes, out_d, out_s, out_m):
     nq = sizes.shape[0]
     offsets = np.zeros(nq + 1, dtype=np.int64)
@@ -196,7 +182,7 @@ def bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, av
     """
     n_docs = doc_rank.shape[0]
     nq = q_offsets.shape[0] - 1
-    caps = _region_offsets(q_offsets, q_terms, indptr, np.int64(k))
+    caps = region_offsets(q_offsets, q_terms, indptr, np.int64(k))
     total = int(caps[-1])
     out_d = np.empty(total, dtype=np.int64)
     out_s = np.empty(total, dtype=np.float64)

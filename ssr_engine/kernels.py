@@ -176,20 +176,29 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
     return size
 
 
-@nb.njit(cache=True, parallel=True)
-def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block, n_chunks):
+@nb.njit(cache=True)
+def region_offsets(q_offsets, q_terms, indptr, k):
+    """Output region of each query: min(k, sum of its terms' df) entries (k <= 0: no limit),
+    an upper bound on its candidates. Shared with the BM25 kernels."""
     nq = q_offsets.shape[0] - 1
-    # capacity of each query's region: min(k, total postings), an upper bound on its candidates
-    caps_off = np.zeros(nq + 1, dtype=np.int64)
-    longest = 1
+    caps = np.zeros(nq + 1, dtype=np.int64)
     for q in range(nq):
         total = np.int64(0)
-        for i in range(q_offsets[q], q_offsets[q + 1]):
-            t = q_terms[i]
+        for j in range(q_offsets[q], q_offsets[q + 1]):
+            t = q_terms[j]
             total += indptr[t + 1] - indptr[t]
         if k > 0 and total > k:
             total = k
-        caps_off[q + 1] = caps_off[q] + total
+        caps[q + 1] = caps[q] + total
+    return caps
+
+
+@nb.njit(cache=True, parallel=True)
+def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block, n_chunks):
+    nq = q_offsets.shape[0] - 1
+    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
+    longest = 1
+    for q in range(nq):
         if q_offsets[q + 1] - q_offsets[q] > longest:
             longest = q_offsets[q + 1] - q_offsets[q]
     res_d = np.empty(caps_off[nq], dtype=np.int64)

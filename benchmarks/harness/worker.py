@@ -276,8 +276,7 @@ def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: l
     """The serving protocol of the module docstring for one engine; returns the measurements."""
     import importlib
 
-    import numpy as np
-    from bench_search import percentiles, rss_anon_mib
+    from bench_search import rss_anon_mib, single_query_latency
 
     importlib.import_module(LIBRARIES[engine])
     rss = {"baseline": rss_anon_mib()}
@@ -308,16 +307,7 @@ def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: l
                 sample = top[:TOP_SAMPLE]
     report["throughput"] = rows
 
-    lat_n = min(latency_n, len(queries))
-    latency = {}
-    for k in ks:
-        times = []
-        for q in queries[:lat_n]:
-            t0 = time.perf_counter()
-            eng.one(q, k)
-            times.append(time.perf_counter() - t0)
-        latency[str(k)] = percentiles(times) | {"queries": lat_n, "mean_ms": 1000 * float(np.mean(times))}
-    report["latency"] = latency
+    report["latency"] = single_query_latency(eng.one, queries[: min(latency_n, len(queries))], ks)
     peak = max(peak, rss_anon_mib())
     rss["peak"] = peak
     report["rss_anon_mib"] = rss
