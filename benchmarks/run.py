@@ -130,7 +130,7 @@ def serving_queries(collection: dict, logs: Path, max_queries: int | None, min_b
     Cycled copies get the ids `QID~2`, `QID~3`, ...; the originals come first, so the latency
     calls and the answer samples (the first queries) are the collection's own.
     """
-    from ssr_engine.trec import read_queries
+    from ssr_engine.eval.trec import read_queries
 
     queries = list(read_queries(collection["queries_path"]).items())[:max_queries]
     rounds = max(1, -(-min_batch // max(len(queries), 1)))

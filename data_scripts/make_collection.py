@@ -5,7 +5,7 @@
         --plant-queries ../shared/data/msmarco-dev-small/queries.dev.small.tsv \\
         --plant-qrels ../shared/data/msmarco-dev-small/qrels.dev.small.trec
 
-A thin command line over `ssr_engine.synthetic` (the model is described there). The same
+A thin command line over `ssr_engine.datagen.collection` (the model is described there). The same
 seed (and word list) gives byte-identical files, whatever --workers is.
 """
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from ssr_engine.errors import SsrError
-    from ssr_engine.synthetic import generate
+    from ssr_engine.datagen.collection import generate
 
     if args.plant_queries and args.queries is not None:
         print("make_collection.py: error: --queries cannot be combined with --plant-queries", file=sys.stderr)

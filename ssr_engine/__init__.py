@@ -36,7 +36,7 @@ _LAZY = {
     "SearchResult": ("search", "SearchResult"),
     "Hit": ("reference", "Hit"),
     "signals_many": ("signals", "signals_many"),
-    "build_index": ("build", "build_index"),
+    "build_index": ("indexing", "build_index"),
     "open_index": ("format", "open_index"),
     "verify_index": ("format", "verify_index"),
 }

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numba
 import numpy as np
 
-from . import bm25_kernels
+from .kernels import bm25 as bm25_kernels
 from .errors import SsrError
 from .hashing import signal_hash
 from .scoring import check_k

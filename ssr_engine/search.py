@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from . import kernels
+from .kernels import ssr as kernels
 from .errors import SsrError
 from .format import Index, open_index
 from .hashing import hash_mask, hash_spans
 from .scoring import check_k, signal_weight
 from .stopwords import StopwordList
-from .textkernels import Extractor, pack_values
+from .kernels.text import Extractor, pack_values
 
 METHODS = ("ssr", "exhaustive")
 # queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)

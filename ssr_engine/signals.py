@@ -67,7 +67,7 @@ def signals_many(
     cap: int = DEFAULT_CAP,
 ) -> list[frozenset[str]]:
     """Signals of many texts through the Numba fast path (same result as `signals`)."""
-    from . import textkernels
+    from .kernels import text as textkernels
 
     batch = textkernels.extract_batch(
         [t.encode("utf-8", "surrogatepass") for t in texts], resolve_stopwords(stopwords), cap

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ssr_engine import ReferenceIndex, build_index, card_signals, open_index, verify_index
-from ssr_engine.build import merge as merge_module
+from ssr_engine.indexing import merge as merge_module
 from ssr_engine.cli import main as cli_main
 from ssr_engine.errors import IndexFormatError, InputError, SsrError
 from ssr_engine.hashing import signal_hash
@@ -310,7 +310,7 @@ def test_a_running_build_of_the_same_target_is_not_disturbed(tmp_path):
 @settings(max_examples=50, deadline=None)
 @given(keys=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**63, 2**64 - 1]), max_size=300))
 def test_radix_argsort_is_a_stable_argsort(keys):
-    from ssr_engine.build.kernels import radix_argsort_u64
+    from ssr_engine.kernels.indexing import radix_argsort_u64
 
     arr = np.array(keys, dtype=np.uint64)
     assert radix_argsort_u64(arr).tolist() == np.argsort(arr, kind="stable").tolist()

@@ -10,9 +10,9 @@ import pytest
 
 from ssr_engine import build_index
 from ssr_engine.cli import main
-from ssr_engine.evaluate import markdown_table, percentiles, run_evaluation
-from ssr_engine.metrics import METRICS, evaluate_run
-from ssr_engine.trec import read_qrels, read_run
+from ssr_engine.eval.evaluate import markdown_table, percentiles, run_evaluation
+from ssr_engine.eval.metrics import METRICS, evaluate_run
+from ssr_engine.eval.trec import read_qrels, read_run
 
 ir_measures = pytest.importorskip("ir_measures", reason="ir_measures (test-only peer) is not installed")
 from ir_measures import RR, R, nDCG  # noqa: E402

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ssr_engine import kernels
+from ssr_engine.kernels import ssr as kernels
 from ssr_engine.reference import ReferenceIndex
 from ssr_engine.scoring import id_order
 

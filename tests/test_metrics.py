@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ssr_engine.metrics import METRICS, evaluate_run, ndcg, query_metrics, recall, reciprocal_rank
+from ssr_engine.eval.metrics import METRICS, evaluate_run, ndcg, query_metrics, recall, reciprocal_rank
 
 ir_measures = pytest.importorskip("ir_measures", reason="ir_measures (test-only peer) is not installed")
 from ir_measures import RR, R, nDCG  # noqa: E402

@@ -15,7 +15,7 @@ from ssr_engine.reference import ReferenceIndex
 from ssr_engine.scoring import canonical_sum
 from ssr_engine.search import Searcher, SearchResult
 
-build = pytest.importorskip("ssr_engine.build")
+build = pytest.importorskip("ssr_engine.indexing")
 
 
 def write_tsv(path: Path, ids, texts) -> Path:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssr_engine.errors import InputError
-from ssr_engine.trec import read_qrels, read_queries, read_run, write_run
+from ssr_engine.eval.trec import read_qrels, read_queries, read_run, write_run
 
 MSMARCO = SHARED_DATA / "msmarco-dev-small"
 

@@ -344,7 +344,7 @@ def serve_ssr(index: str, queries_path: str, ks: list[int], threads: list[int], 
 
 
 def read_query_texts(path: str, limit: int | None) -> list[str]:
-    from ssr_engine.trec import read_queries
+    from ssr_engine.eval.trec import read_queries
 
     texts = list(read_queries(path).values())
     return texts[:limit] if limit else texts

@@ -33,7 +33,7 @@ from .cards import AgentCard
 from .discovery import Registry, build_registry
 from .orchestrator import STATUSES, PromptBuilder, estimate_tokens, orchestrate, outcome_counts
 from .providers import OFFLINE, make_provider
-from .synthetic_cards import Query, iter_registry, make_queries
+from ..datagen.cards import Query, iter_registry, make_queries
 
 DEFAULT_KS = (1, 5, 10, 20)
 

@@ -321,7 +321,7 @@ def build_registry(
     One streaming pass writes the build's JSONL documents and the card store to a temporary
     folder; the index is built from the documents, then the store is moved into it.
     """
-    from ..build import build_index
+    from ..indexing import build_index
 
     out = Path(out)
     source = iter_cards(cards) if isinstance(cards, (str, os.PathLike)) else cards

@@ -153,7 +153,7 @@ def _generate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..agents.cards import write_cards, write_jsonl
-    from ..agents.synthetic_cards import iter_registry, make_queries
+    from ..datagen.cards import iter_registry, make_queries
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

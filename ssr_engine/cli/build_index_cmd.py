@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ..build import build_index
+    from ..indexing import build_index
     from ..format import open_index
 
     out = build_index(

@@ -13,7 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..evaluate import load_report, markdown_table
+    from ..eval.evaluate import load_report, markdown_table
 
     table = markdown_table([load_report(p) for p in args.reports])
     if args.output:

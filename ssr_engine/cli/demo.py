@@ -26,10 +26,10 @@ def run(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from ..build import build_index
+    from ..indexing import build_index
     from ..errors import SsrError
-    from ..evaluate import format_summary, markdown_table, run_evaluation
-    from ..synthetic import generate
+    from ..eval.evaluate import format_summary, markdown_table, run_evaluation
+    from ..datagen.collection import generate
 
     if args.passages < 1 or args.queries < 1 or args.k < 1:
         raise SsrError("--passages, --queries and -k must be >= 1")

@@ -42,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import SsrError
-    from ..evaluate import format_summary, run_evaluation
+    from ..eval.evaluate import format_summary, run_evaluation
 
     if args.method != "bm25" and (args.k1 != 0.9 or args.b != 0.4):
         raise SsrError("--k1 and --b apply to --method bm25 only")

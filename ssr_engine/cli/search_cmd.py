@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tag is not None and (not args.tag or any(c.isspace() for c in args.tag)):
         raise SsrError(f"--tag {args.tag!r} must be one non-empty word")
     if args.queries_file:
-        from ..trec import read_queries
+        from ..eval.trec import read_queries
 
         queries = read_queries(args.queries_file)
         qids, texts = list(queries), list(queries.values())

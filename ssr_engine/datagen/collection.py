@@ -44,8 +44,8 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from .errors import InputError, SsrError
-from .stopwords import STOPWORDS_V1
+from ..errors import InputError, SsrError
+from ..stopwords import STOPWORDS_V1
 
 GENERATOR_ID = "ssr-synthetic-v1"
 MSMARCO_PASSAGES = 8_841_823

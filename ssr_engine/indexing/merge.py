@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..format import ArrayWriter, read_slice
-from .kernels import forward_terms, gather_strings, merge_bucket, radix_argsort_u64
+from ..kernels.indexing import forward_terms, gather_strings, merge_bucket, radix_argsort_u64
 from .runs import HashCollision, RunInfo, run_file
 
 BUCKET_ENTRIES = 4_000_000  # target run entries per bucket

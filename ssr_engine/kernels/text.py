@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from .stopwords import StopwordList
+from ..stopwords import StopwordList
 
 _EMPTY = -1
 _PACKED = 16  # tokens up to this many bytes are compared and looked up as two packed uint64 keys

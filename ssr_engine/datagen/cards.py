@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .cards import AgentCard, Skill, Tool
+from ..agents.cards import AgentCard, Skill, Tool
 
 # domain -> (objects, verbs, qualifiers)
 DOMAINS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ..hashing import hash_spans
-from ..textkernels import SignalBatch
-from .kernels import gather_strings, invert_chunk, radix_argsort_u64
+from ..kernels.text import SignalBatch
+from ..kernels.indexing import gather_strings, invert_chunk, radix_argsort_u64
 
 RUN_ARRAYS = (
     "uniq_hash", "uniq_df", "str_off", "str_bytes", "post_off", "post_docs", "post_tf", "local", "doc_offsets",

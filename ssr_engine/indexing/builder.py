@@ -23,7 +23,7 @@ from ..format import MANIFEST, read_manifest, write_manifest
 from ..hashing import HASH_NAME, hash_mask
 from ..signals import DEFAULT_CAP
 from ..stopwords import StopwordList, load_stopwords, resolve_stopwords
-from ..textkernels import Extractor, SignalBatch
+from ..kernels.text import Extractor, SignalBatch
 from .doc_ids import DocIdTable
 from .merge import merge_runs, write_forward
 from .runs import HashCollision, RunInfo, write_run

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from .errors import InputError
+from ..errors import InputError
 
 Qrels = dict[str, dict[str, int]]
 

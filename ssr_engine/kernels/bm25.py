@@ -20,7 +20,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .kernels import region_offsets
+from .ssr import region_offsets
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

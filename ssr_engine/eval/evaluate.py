@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SsrError
+from ..errors import SsrError
 from .metrics import METRICS, RunScorer
 from .trec import RunWriter, read_qrels, read_queries
 
@@ -79,18 +79,18 @@ class _Engine:
     """The method's searcher behind one call: texts -> (ids per query, scores per query, pool sizes)."""
 
     def __init__(self, index_path: str | os.PathLike[str], method: str, k1: float, b: float):
-        from .format import open_index
+        from ..format import open_index
 
         if method not in METHODS:
             raise SsrError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
         self.method = method
         self.index = open_index(index_path)
         if method == "bm25":
-            from .bm25 import BM25Searcher
+            from ..bm25 import BM25Searcher
 
             self.bm25 = BM25Searcher(self.index, k1=k1, b=b)
         else:
-            from .search import Searcher
+            from ..search import Searcher
 
             if self.index.scoring != "ssr":
                 raise SsrError(
@@ -112,7 +112,7 @@ class _Engine:
         return [r.ids for r in results], [r.scores for r in results]
 
     def pools(self, texts: list[str], threads: int | None) -> np.ndarray:
-        from .bm25_kernels import union_sizes
+        from ..kernels.bm25 import union_sizes
 
         ix = self.index
         if self.method == "bm25":
@@ -276,7 +276,7 @@ def format_summary(report: dict[str, Any]) -> str:
 
 def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a report written by `run_evaluation`; InputError when it is not one."""
-    from .errors import InputError
+    from ..errors import InputError
 
     path = Path(path)
     try:

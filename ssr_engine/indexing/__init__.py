@@ -1,5 +1,5 @@
 """Index building: chunks of the collection -> sorted runs on disk -> bucketed merge -> CSR."""
 
-from .writer import HashCollision, build_index
+from .builder import HashCollision, build_index
 
 __all__ = ["HashCollision", "build_index"]
