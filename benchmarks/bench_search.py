@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     import numba
     import numpy as np
 
+    from ssr_engine.eval.trec import read_queries
     from ssr_engine.kernels import ssr as kernels
     from ssr_engine.search import Searcher
-    from ssr_engine.eval.trec import read_queries
 
     MAX_THREADS = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 

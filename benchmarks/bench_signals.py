@@ -15,9 +15,9 @@ import statistics
 import time
 from pathlib import Path
 
+from ssr_engine.extract import Extractor, pack_values
 from ssr_engine.signals import signals, signals_many
 from ssr_engine.stopwords import DEFAULT_STOPWORDS
-from ssr_engine.kernels.text import Extractor, pack_values
 
 
 def load_texts(path: Path | None, n: int) -> list[str]:

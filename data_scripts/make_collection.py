@@ -36,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from ssr_engine.errors import SsrError
     from ssr_engine.datagen.collection import generate
+    from ssr_engine.errors import SsrError
 
     if args.plant_queries and args.queries is not None:
         print("make_collection.py: error: --queries cannot be combined with --plant-queries", file=sys.stderr)

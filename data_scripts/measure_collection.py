@@ -66,9 +66,9 @@ class Counter:
 def measure(path: str, limit: int | None, checkpoints: list[int], batch: int) -> list[dict]:
     import numpy as np
 
+    from ssr_engine.extract import Extractor, pack_values
     from ssr_engine.hashing import hash_mask, hash_spans
     from ssr_engine.stopwords import DEFAULT_STOPWORDS
-    from ssr_engine.kernels.text import Extractor, pack_values
 
     sig_x = Extractor(DEFAULT_STOPWORDS, 64, bigrams=True)
     word_x = Extractor(DEFAULT_STOPWORDS, None, bigrams=False)

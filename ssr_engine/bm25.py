@@ -8,7 +8,8 @@ and so does this scorer. A token repeated in the query counts once per occurrenc
 bm25s given the token list, and in Anserini's bag-of-words queries): the term's weight is
 idf times its query frequency. avgdl is the mean of doc_lengths over all N documents
 (empty documents included). Query tokens are `stemming.bm25_tokens` with the index's own
-stopwords and stemming. Ties: doc_rank ascending (the collection's id order).
+stopwords and stemming. Order: the one order of every method (DESIGN.md section 2): score
+desc, distinct matched query terms desc, doc_rank asc (the collection's id order).
 """
 
 from __future__ import annotations
@@ -17,52 +18,41 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import numba
 import numpy as np
 
-from .kernels import bm25 as bm25_kernels
-from .errors import SsrError
+from .errors import ArgumentError, SsrError
 from .hashing import signal_hash
-from .scoring import check_k
-from .search import SearchResult
+from .kernels import bm25 as bm25_kernels
+from .kernels.bm25 import union_sizes
+from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, internal_doc, numba_threads, split_results
 from .stemming import bm25_tokens
 
 if TYPE_CHECKING:
     from .format import Index
-
-DEFAULT_K1 = 0.9
-DEFAULT_B = 0.4
 
 
 def lucene_idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-@dataclass
-class BM25Batch:
-    """Flat results of a batch: query q owns rows offsets[q]:offsets[q + 1], best first."""
-
-    offsets: np.ndarray  # int64[Q + 1]
-    docs: np.ndarray  # int64 internal doc ids
-    scores: np.ndarray  # float64
-    matches: np.ndarray  # int32 distinct query terms the document contains
-    pool: np.ndarray  # int64[Q] candidates (documents with a query term) before the top-k cut
-
-
 class BM25Searcher:
-    """BM25 search over an opened BM25 index (memory-mapped arrays are read, never copied)."""
+    """BM25 search over an opened BM25 index (memory-mapped arrays are read, never copied).
 
-    def __init__(self, index: Index, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
+    A `retrieval.Retriever` with method "bm25".
+    """
+
+    method = "bm25"
+
+    def __init__(self, index: Index, k1: float = BM25_K1, b: float = BM25_B):
         if index.scoring != "bm25" or index.postings_tf is None or index.doc_lengths is None:
             raise SsrError(
                 f"{index.path}: built with scoring={index.scoring!r}, without term frequencies; "
                 "BM25 needs an index built with --scoring bm25"
             )
         if not (k1 >= 0.0 and 0.0 <= b <= 1.0):
-            raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1} b={b}")
+            raise ArgumentError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1} b={b}")
         self.index = index
         self.k1 = float(k1)
         self.b = float(b)
@@ -71,7 +61,6 @@ class BM25Searcher:
         self.stem = bool(settings.get("stem", False))
         self.seed = int(settings["hash"]["seed"])
         self.bits = int(settings["hash"]["bits"])
-        self.n_docs = index.n_docs
         total = int(np.asarray(index.doc_lengths).sum(dtype=np.int64))
         # an index of empty documents has no postings: any positive avgdl gives the same (no) results
         self.avgdl = total / self.n_docs if total else 1.0
@@ -83,7 +72,11 @@ class BM25Searcher:
         self._lock = threading.Lock()
 
     @property
-    def settings(self) -> dict[str, object]:
+    def n_docs(self) -> int:
+        return self.index.n_docs
+
+    @property
+    def settings(self) -> dict[str, Any]:
         return {"k1": self.k1, "b": self.b, "avgdl": self.avgdl, "stem": self.stem}
 
     def term_id(self, token: str) -> int:
@@ -106,60 +99,68 @@ class BM25Searcher:
                            dtype=np.float64)
         return terms, weights
 
-    def search_arrays(self, queries: Sequence[str], k: int | None = 10, threads: int | None = None) -> BM25Batch:
-        """Top-k of every query (k=None: every candidate) as flat arrays."""
-        check_k(k)
+    def _flat_terms(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(offsets int64[Q + 1], terms int64, weights float64) of a batch, query after query."""
         parts = [self.query_terms(q) for q in queries]
-        q_offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum([len(t) for t, _ in parts], out=q_offsets[1:])
-        q_terms = np.concatenate([t for t, _ in parts]) if parts else np.zeros(0, dtype=np.int64)
-        q_weights = np.concatenate([w for _, w in parts]) if parts else np.zeros(0, dtype=np.float64)
+        offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(t) for t, _ in parts], out=offsets[1:])
+        terms = np.concatenate([t for t, _ in parts]) if parts else np.zeros(0, dtype=np.int64)
+        weights = np.concatenate([w for _, w in parts]) if parts else np.zeros(0, dtype=np.float64)
+        return offsets, terms, weights
+
+    def run_kernel(self, queries: Sequence[str], k: int | None = 10, threads: int | None = None):
+        """The kernel's flat result: (offsets int64[Q + 1], docs, scores, matches, pool int64[Q])."""
+        check_k(k)
+        q_offsets, q_terms, q_weights = self._flat_terms(queries)
         idx = self.index
-        with self._lock, _numba_threads(threads):
-            chunks = max(1, min(numba.get_num_threads(), len(parts)))
+        with self._lock, numba_threads(threads, len(queries)) as n_threads:
+            chunks = max(1, min(n_threads, len(queries)))
             if self._workspace is None or self._workspace[0].shape[0] < chunks:
                 self._workspace = bm25_kernels.bm25_workspace(chunks, self.n_docs)
-            out = bm25_kernels.bm25_batch(
-                q_offsets, q_terms.astype(np.int64), q_weights.astype(np.float64), idx.postings_indptr,
-                idx.postings_docs, idx.postings_tf, idx.doc_lengths, self.avgdl, self.k1, self.b, idx.doc_rank,
-                0 if k is None else k, n_chunks=chunks, workspace=self._workspace,
+            return bm25_kernels.bm25_batch(
+                q_offsets, q_terms, q_weights, idx.postings_indptr, idx.postings_docs, idx.postings_tf,
+                idx.doc_lengths, self.avgdl, self.k1, self.b, idx.doc_rank, 0 if k is None else k,
+                n_chunks=chunks, workspace=self._workspace,
             )
-        return BM25Batch(*out)
 
     def search_batch(
         self, queries: Sequence[str], k: int | None = 10, threads: int | None = None
     ) -> list[SearchResult]:
-        """Top-k of every query, in the Searcher's result shape (matches = distinct query terms found)."""
-        batch = self.search_arrays(queries, k, threads)
-        ids = self.index.ids_of(batch.docs)
-        hits = []
-        for q in range(len(queries)):
-            a, z = batch.offsets[q], batch.offsets[q + 1]
-            hits.append(SearchResult(ids[a:z], batch.scores[a:z], batch.matches[a:z], batch.docs[a:z]))
-        return hits
+        """Top-k of every query (k=None: every candidate); matches = distinct query terms found."""
+        offsets, docs, scores, matches, _pool = self.run_kernel(queries, k, threads)
+        return split_results(offsets, self.index.ids_of(docs), docs, scores, matches)
 
     def search(self, query: str, k: int | None = 10) -> SearchResult:
-        return self.search_batch([query], k, threads=1)[0]
+        return self.search_batch([query], k)[0]
 
+    def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
+        """int64[Q]: documents holding at least one query term, before the top-k cut."""
+        offsets, terms, _ = self._flat_terms(queries)
+        ix = self.index
+        with numba_threads(threads):
+            return union_sizes(offsets, terms, ix.postings_indptr, ix.postings_docs, ix.n_docs)
 
-class _numba_threads:
-    """Run a block with `n` Numba threads (None: leave the setting alone)."""
+    def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
+        """The query tokens document `doc` (external or internal id) contains, each with its share of the score.
 
-    def __init__(self, n: int | None):
-        self.n = n
-        self.old: int | None = None
-
-    def __enter__(self) -> None:
-        if self.n is not None:
-            import numba
-
-            if self.n < 1:
-                raise ValueError(f"threads must be >= 1, got {self.n}")
-            self.old = numba.get_num_threads()
-            numba.set_num_threads(min(self.n, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
-
-    def __exit__(self, *exc: object) -> None:
-        if self.old is not None:
-            import numba
-
-            numba.set_num_threads(self.old)
+        A share is idf * query frequency * tf / (tf + k1 (1 - b + b dl / avgdl)); ascending share,
+        ties by token (the order of every method's explain). The shares add up to the score up to
+        rounding: the kernel adds them in term id order. Empty when the document does not match.
+        """
+        d = internal_doc(doc, self.index.internal_id, self.index.path)
+        ix = self.index
+        assert ix.postings_tf is not None and ix.doc_lengths is not None  # checked in __init__
+        norm = self.k1 * ((1.0 - self.b) + self.b * float(ix.doc_lengths[d]) / self.avgdl)
+        counts = Counter(bm25_tokens(query, self.stopwords, self.stem))
+        shares = []
+        for token, n in counts.items():
+            t = self.term_id(token)
+            if t < 0:
+                continue
+            a, z = int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
+            p = a + int(np.searchsorted(ix.postings_docs[a:z], d))
+            if p < z and int(ix.postings_docs[p]) == d:
+                tf = float(ix.postings_tf[p])
+                w = n * lucene_idf(self.n_docs, int(self._df[t]))
+                shares.append((token, w * (tf / (norm + tf))))
+        return sorted(shares, key=lambda p: (p[1], p[0]))

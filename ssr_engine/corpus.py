@@ -1,6 +1,6 @@
 """Streaming readers of collections (MS MARCO TSV, JSONL) in chunks, with line numbers.
 
-A chunk carries its text as UTF-8 bytes plus value spans, ready for `textkernels`;
+A chunk carries its text as UTF-8 bytes plus value spans, ready for `extract`;
 nothing per document is turned into Python strings except the external ids.
 """
 

@@ -21,3 +21,10 @@ class InputError(SsrError):
 
 class IndexFormatError(SsrError):
     """An index that is missing, of another format version, truncated or corrupt."""
+
+
+class ArgumentError(SsrError, ValueError):
+    """A bad call argument (k, threads, method, BM25 parameters): the same error from every searcher.
+
+    Also a ValueError, so callers that catch the builtin for bad arguments keep working.
+    """

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import Any
 
-from .scoring import canonical_sum, check_k, id_order, signal_weight
+import numpy as np
+
+from .ids import id_order
+from .retrieval import SearchResult, check_k, check_threads, internal_doc
+from .scoring import canonical_sum, signal_weight
 from .signals import DEFAULT_CAP, card_signals, signals
 from .stopwords import StopwordList, resolve_stopwords
 
 
-@dataclass(frozen=True)
-class Hit:
-    id: str
-    score: float
-    matches: int
-
-
 class ReferenceIndex:
-    """Documents as signal sets; scores every document against each query (DESIGN.md 2)."""
+    """Documents as signal sets; scores every document against each query (DESIGN.md 2).
+
+    A `retrieval.Retriever` (method "reference"); `threads` is accepted and ignored.
+    """
+
+    method = "reference"
 
     def __init__(
         self,
@@ -77,7 +79,17 @@ class ReferenceIndex:
         matched = query_sigs & self.doc_signals[doc]
         return canonical_sum([self.weight(s) for s in matched]), len(matched)
 
-    def search_signals(self, query_sigs: frozenset[str], k: int | None) -> list[Hit]:
+    def _position(self, doc_id: str) -> int | None:
+        try:
+            return self.ids.index(doc_id)
+        except ValueError:
+            return None
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"weight": "ln((N + 1) / (df + 1)) + 1", "order": "score desc, matches desc, id asc"}
+
+    def search_signals(self, query_sigs: frozenset[str], k: int | None) -> SearchResult:
         check_k(k)
         scored = []
         for d in range(self.n_docs):
@@ -87,8 +99,32 @@ class ReferenceIndex:
         scored.sort()
         if k is not None:
             scored = scored[:k]
-        return [Hit(self.ids[d], -s, -m) for s, m, _, d in scored]
+        return SearchResult(
+            ids=np.array([self.ids[d] for *_, d in scored], dtype=str),
+            scores=np.array([-s for s, *_ in scored], dtype=np.float64),
+            matches=np.array([-m for _, m, *_ in scored], dtype=np.int32),
+            docs=np.array([d for *_, d in scored], dtype=np.int64),
+        )
 
-    def search(self, query: str, k: int | None = 10) -> list[Hit]:
-        """Top-k documents by score desc, matched signals desc, id asc; [] without a match."""
+    def search(self, query: str, k: int | None = 10) -> SearchResult:
+        """Top-k documents by score desc, matched signals desc, id asc; empty without a match."""
         return self.search_signals(self.query_signals(query), k)
+
+    def search_batch(self, queries: Sequence[str], k: int | None = 10,
+                     threads: int | None = None) -> list[SearchResult]:
+        check_threads(threads)
+        return [self.search(q, k) for q in queries]
+
+    def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
+        """Matched signals and weights in the canonical order (ascending weight, ties by signal)."""
+        d = internal_doc(doc, self._position, "reference index")
+        matched = self.query_signals(query) & self.doc_signals[d]
+        return sorted(((s, self.weight(s)) for s in matched), key=lambda t: (t[1], t[0]))
+
+    def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
+        check_threads(threads)
+        sizes = []
+        for q in queries:
+            sigs = self.query_signals(q)
+            sizes.append(sum(1 for d in self.doc_signals if sigs & d))
+        return np.array(sizes, dtype=np.int64)

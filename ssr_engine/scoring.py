@@ -1,12 +1,9 @@
-"""Scoring rules shared by every path (DESIGN.md section 2): weights and the result order."""
+"""Scoring rules shared by every path (DESIGN.md section 2): signal weights and the canonical sum."""
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
-
-_INT_ID = re.compile(r"-?[0-9]+")
 
 
 def signal_weight(n_docs: int, df: int) -> float:
@@ -29,28 +26,3 @@ def canonical_sum(weights: Sequence[float]) -> float:
     for w in sorted(weights):
         total += w
     return total
-
-
-def ids_are_integers(ids: Sequence[str]) -> bool:
-    """True when every id is a base-10 integer (optional minus sign, ASCII digits)."""
-    return all(_INT_ID.fullmatch(i) is not None for i in ids)
-
-
-def id_order(ids: Sequence[str]) -> list[int]:
-    """Positions of `ids` in ascending id order: as integers when all are, else as strings.
-
-    Integers that are equal as numbers ("7", "007") are ordered by their strings.
-    """
-    if ids_are_integers(ids):
-        return sorted(range(len(ids)), key=lambda i: (int(ids[i]), ids[i]))
-    return sorted(range(len(ids)), key=lambda i: ids[i])
-
-
-def check_k(k: int | None) -> None:
-    """K >= 1, or None for every candidate."""
-    if k is None:
-        return
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise ValueError(f"k must be a positive integer or None, got {k!r}")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")

@@ -10,37 +10,28 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
 
-from .kernels import ssr as kernels
 from .errors import SsrError
+from .extract import Extractor, pack_values
 from .format import Index, open_index
 from .hashing import hash_mask, hash_spans
-from .scoring import check_k, signal_weight
+from .kernels import ssr as kernels
+from .kernels.bm25 import union_sizes
+from .retrieval import SearchResult, check_k, check_method, internal_doc, numba_threads, split_results
+from .scoring import signal_weight
 from .stopwords import StopwordList
-from .kernels.text import Extractor, pack_values
 
 METHODS = ("ssr", "exhaustive")
+"""The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index)."""
 # queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)
 _BATCH = 1024
 _BATCH_ALL = 64
 # bytes of per-thread heaps the exhaustive scan may hold for one batch
 _EXHAUSTIVE_HEAP_BYTES = 256 << 20
-
-
-@dataclass
-class SearchResult:
-    """One query's results in rank order (score desc, matches desc, id asc)."""
-
-    ids: np.ndarray  # external document ids (NumPy str array)
-    scores: np.ndarray  # float64
-    matches: np.ndarray  # int32, matched signals per document
-    docs: np.ndarray  # int64, internal document ids
-
-    def __len__(self) -> int:
-        return int(self.docs.shape[0])
 
 
 @dataclass
@@ -59,12 +50,20 @@ class QueryBatch:
 
 
 class Searcher:
-    """Opens an SSR index (memory-mapped) and answers queries with the index's own settings."""
+    """Opens an SSR index (memory-mapped) and answers queries with the index's own settings.
 
-    def __init__(self, index: str | os.PathLike[str] | Index, block: int = kernels.DEFAULT_BLOCK):
+    A `retrieval.Retriever`: `method` "ssr" (the inverted index) or "exhaustive" (a scan of the
+    forward CSR, the independent check); both give the same results bit for bit.
+    """
+
+    def __init__(self, index: str | os.PathLike[str] | Index, block: int = kernels.DEFAULT_BLOCK,
+                 method: str = "ssr"):
+        check_method(method, METHODS)
+        self.method = method
         self.index = index if isinstance(index, Index) else open_index(index)
         if self.index.scoring != "ssr":
-            raise SsrError(f"{self.index.path}: a {self.index.scoring!r} index; SSR search needs an 'ssr' index")
+            raise SsrError(f"{self.index.path}: a {self.index.scoring!r} index; method {method!r} needs an index "
+                           "built with --scoring ssr")
         settings = self.index.settings
         self.stopwords = StopwordList(settings["stopwords_id"], frozenset(settings["stopwords"]))
         self.cap = int(settings["cap"])
@@ -76,6 +75,10 @@ class Searcher:
     @property
     def n_docs(self) -> int:
         return self.index.n_docs
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"weight": "ln((N + 1) / (df + 1)) + 1", "order": "score desc, matches desc, id asc"}
 
     # ------------------------------------------------------------------ query terms
 
@@ -119,31 +122,37 @@ class Searcher:
 
     # ------------------------------------------------------------------------ search
 
-    def search(self, query: str, k: int | None = 10, method: str = "ssr") -> SearchResult:
+    def search(self, query: str, k: int | None = 10, method: str | None = None) -> SearchResult:
         """Top-k documents for one query; `k=None` gives every candidate. Empty when nothing matches."""
         return self.search_batch([query], k, method=method)[0]
 
     def search_batch(
-        self, queries: Sequence[str], k: int | None = 10, threads: int | None = None, method: str = "ssr"
+        self, queries: Sequence[str], k: int | None = 10, threads: int | None = None, method: str | None = None
     ) -> list[SearchResult]:
-        """Top-k of every query, in parallel over queries (`threads` Numba threads; default: all)."""
-        _check(k, method)
+        """Top-k of every query, in parallel (`threads` Numba threads; see `retrieval.numba_threads`).
+
+        `method` overrides the searcher's own for this call.
+        """
+        method = self.method if method is None else method
+        check_k(k)
+        check_method(method, METHODS)
         queries = list(queries)
-        most = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
-        if threads is not None and not 1 <= threads <= most:
-            raise SsrError(f"threads must be in 1..{most}, got {threads}")
-        before = numba.get_num_threads()
-        if threads is not None:
-            numba.set_num_threads(threads)
-        try:
+        # the inverted kernel is parallel over queries, the scan over documents
+        with numba_threads(threads, len(queries) if method == "ssr" else None):
             results: list[SearchResult] = []
             step = self._batch_size(k, method)
             for start in range(0, len(queries), step):
                 qb = self.query_batch(queries[start : start + step])
-                results += self._results(*self.run_kernel(qb, k, method))
+                offsets, docs, scores, matches = self.run_kernel(qb, k, method)
+                results += split_results(offsets, self.external_ids(docs), docs, scores, matches)
             return results
-        finally:
-            numba.set_num_threads(before)
+
+    def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
+        """int64[Q]: documents sharing a signal with each query (score > 0), before the top-k cut."""
+        qb = self.query_batch(list(queries))
+        with numba_threads(threads):
+            ix = self.index
+            return union_sizes(qb.offsets, qb.terms, ix.postings_indptr, ix.postings_docs, ix.n_docs)
 
     def _batch_size(self, k: int | None, method: str) -> int:
         if k is None:
@@ -153,22 +162,14 @@ class Searcher:
             return max(1, min(_BATCH * 4, _EXHAUSTIVE_HEAP_BYTES // per_query))
         return _BATCH
 
-    def run_kernel(self, qb: QueryBatch, k: int | None, method: str = "ssr"):
+    def run_kernel(self, qb: QueryBatch, k: int | None, method: str | None = None):
         """The kernel's flat result for a prepared batch: (offsets, docs, scores, matches)."""
         ix = self.index
-        if method == "ssr":
+        if (self.method if method is None else method) == "ssr":
             return kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
                                         qb.offsets, qb.terms, qb.weights, k, block=self.block)
         return kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, ix.doc_rank, ix.n_terms,
                                         qb.offsets, qb.terms, qb.weights, k)
-
-    def _results(self, offsets, docs, scores, matches) -> list[SearchResult]:
-        ids = self.external_ids(docs)
-        out = []
-        for q in range(len(offsets) - 1):
-            a, b = int(offsets[q]), int(offsets[q + 1])
-            out.append(SearchResult(ids[a:b], scores[a:b], matches[a:b], docs[a:b]))
-        return out
 
     # --------------------------------------------------------------------------- ids
 
@@ -176,24 +177,16 @@ class Searcher:
         """External ids (a NumPy str array) of internal document ids."""
         return self.index.ids_of(docs)
 
-    def internal_id(self, doc_id: str) -> int:
-        found = self.index.internal_id(doc_id)
-        if found is None:
-            raise SsrError(f"{self.index.path}: no document with id {doc_id!r}")
-        return found
-
     # ----------------------------------------------------------------------- explain
 
-    def explain(self, query: str, doc_id: str) -> list[tuple[str, float]]:
-        """The signals `query` and document `doc_id` share, with their weights.
+    def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
+        """The signals `query` and document `doc` (external id, or internal id as in `SearchResult.docs`) share.
 
-        In the canonical order (ascending weight, ties by signal), so adding the weights in list
-        order gives the document's score bit for bit. Empty when the document does not match.
+        With their weights, in the canonical order (ascending weight, ties by signal), so adding
+        the weights in list order gives the document's score bit for bit. Empty when the
+        document does not match.
         """
-        return self.explain_internal(query, self.internal_id(doc_id))
-
-    def explain_internal(self, query: str, d: int) -> list[tuple[str, float]]:
-        """`explain` for the internal document id `d` (as in `SearchResult.docs`)."""
+        d = internal_doc(doc, self.index.internal_id, self.index.path)
         qb = self.query_batch([query])
         a, b = int(self.index.forward_indptr[d]), int(self.index.forward_indptr[d + 1])
         doc_terms = np.asarray(self.index.forward_terms[a:b], dtype=np.int64)
@@ -201,12 +194,3 @@ class Searcher:
         terms, weights = qb.terms[shared].tolist(), qb.weights[shared].tolist()
         pairs = [(self.index.signal(t), w) for t, w in zip(terms, weights, strict=True)]
         return sorted(pairs, key=lambda p: (p[1], p[0]))
-
-
-def _check(k: int | None, method: str) -> None:
-    try:
-        check_k(k)
-    except ValueError as exc:
-        raise SsrError(str(exc)) from exc
-    if method not in METHODS:
-        raise SsrError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")

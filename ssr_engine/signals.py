@@ -1,6 +1,6 @@
 """The SSR signal contract (DESIGN.md section 1): text -> binary unigram and bigram signals.
 
-This module is the definition, written for clarity; `textkernels` is the bulk fast path
+This module is the definition, written for clarity; `extract` (over `kernels.text`) is the bulk fast path
 that must return exactly the same signals on any input (tested by hypothesis).
 """
 
@@ -57,19 +57,15 @@ def signals(
     return card_signals((text,), stopwords, cap)
 
 
-def is_bigram(signal: str) -> bool:
-    return " " in signal
-
-
 def signals_many(
     texts: Sequence[str],
     stopwords: StopwordList | frozenset[str] | None = None,
     cap: int = DEFAULT_CAP,
 ) -> list[frozenset[str]]:
     """Signals of many texts through the Numba fast path (same result as `signals`)."""
-    from .kernels import text as textkernels
+    from .extract import extract_batch
 
-    batch = textkernels.extract_batch(
+    batch = extract_batch(
         [t.encode("utf-8", "surrogatepass") for t in texts], resolve_stopwords(stopwords), cap
     )
     return batch.as_sets()

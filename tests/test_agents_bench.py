@@ -9,8 +9,8 @@ from conftest import SHARED_DATA
 
 from ssr_engine.agents.bench import bench_registry, load_metatool, markdown
 from ssr_engine.agents.orchestrator import STATUSES
-from ssr_engine.datagen.cards import iter_registry, make_card, make_queries
 from ssr_engine.cli import main
+from ssr_engine.datagen.cards import iter_registry, make_card, make_queries
 
 METATOOL = SHARED_DATA / "metatool"
 needs_metatool = pytest.mark.skipif(

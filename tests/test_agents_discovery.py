@@ -9,8 +9,8 @@ import pytest
 from ssr_engine import card_signals
 from ssr_engine.agents.cards import capability_values, write_cards
 from ssr_engine.agents.discovery import CARD_STORE, Registry, build_registry, discover
-from ssr_engine.datagen.cards import iter_registry, make_queries
 from ssr_engine.cli import main
+from ssr_engine.datagen.cards import iter_registry, make_queries
 from ssr_engine.errors import IndexFormatError, SsrError
 from ssr_engine.reference import ReferenceIndex
 
@@ -56,9 +56,9 @@ def test_disk_registry_equals_reference(ssr_dir, cards, queries):
     for k in (1, 7, 20):
         for text, pool in zip(texts, registry.discover_batch(texts, k), strict=True):
             hits = oracle.search(text, k)
-            assert pool.ids == [h.id for h in hits]
-            assert pool.scores == [h.score for h in hits]  # bit-identical
-            assert pool.matches == [h.matches for h in hits]
+            assert pool.ids == hits.ids.tolist()
+            assert pool.scores == hits.scores.tolist()  # bit-identical
+            assert pool.matches == hits.matches.tolist()
             assert [c.id for c in pool.cards] == pool.ids
             assert memory.discover(text, k).ids == pool.ids
     assert len(registry.discover("zzzz unknown words qqqq", 20)) == 0  # empty, never padded
@@ -134,7 +134,7 @@ def test_cli_build_and_discover(tmp_path, capsys, cards, queries):
     assert text[0].split("\t")[:2] == ["1", pool.ids[0]]
     assert len([ln for ln in text if ln.startswith("\t\t")]) == sum(pool.matches[:2])
     assert main(["agents", "discover", "--index", str(out), "-k", "0", "x"]) == 2
-    assert "-k must be >= 1" in capsys.readouterr().err
+    assert "k must be >= 1" in capsys.readouterr().err
     assert main(["agents", "discover", "--index", str(tmp_path), "x"]) == 2
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "tags": "x"}\n')

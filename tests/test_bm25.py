@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import sys
 from collections import Counter
@@ -13,10 +12,10 @@ import pytest
 
 from ssr_engine import stemming
 from ssr_engine.bm25 import BM25Searcher, lucene_idf
-from ssr_engine.errors import SsrError
+from ssr_engine.errors import ArgumentError, SsrError
 from ssr_engine.format import Index
 from ssr_engine.hashing import signal_hash
-from ssr_engine.scoring import id_order
+from ssr_engine.ids import id_order
 from ssr_engine.stemming import bm25_tokens, stem_tokens
 from ssr_engine.stopwords import STOPWORDS_V1
 
@@ -159,10 +158,11 @@ def test_ties_by_id_order_and_threads_agree():
     s = BM25Searcher(make_index(ids, docs))
     assert s.search("aa", k=3).ids.tolist() == ["9", "10", "11"]
     texts = [f"aa {w}" for w in ("bb", "zz", "")] * 5
-    one, two = s.search_arrays(texts, 2, threads=1), s.search_arrays(texts, 2, threads=2)
-    for a, b in zip(one.__dict__.values(), two.__dict__.values(), strict=True):
+    one, two = s.run_kernel(texts, 2, threads=1), s.run_kernel(texts, 2, threads=2)
+    for a, b in zip(one, two, strict=True):
         assert np.array_equal(a, b)
-    assert one.pool.tolist() == [4] * 15
+    assert one[4].tolist() == [4] * 15
+    assert s.pool_sizes(texts).tolist() == [4] * 15
 
 
 def test_workspace_reused_across_calls_gives_fresh_results():
@@ -176,18 +176,20 @@ def test_workspace_reused_across_calls_gives_fresh_results():
         batch = queries[start : start + 7]
         fresh = BM25Searcher(make_index(ids, docs))
         for threads in (1, 2):
-            a, b = kept.search_arrays(batch, 5, threads=threads), fresh.search_arrays(batch, 5, threads=threads)
-            for x, y in zip(a.__dict__.values(), b.__dict__.values(), strict=True):
+            a, b = kept.run_kernel(batch, 5, threads=threads), fresh.run_kernel(batch, 5, threads=threads)
+            for x, y in zip(a, b, strict=True):
                 assert np.array_equal(x, y)
     assert not kept._workspace[0].any() and not kept._workspace[1].any()  # left zeroed
 
 
 def test_empty_queries_and_no_matches():
     s = BM25Searcher(make_index(["a", "b"], [["xx"], []]))
-    batch = s.search_arrays(["", "the of", "yy", "xx"], k=5)
-    assert batch.offsets.tolist() == [0, 0, 0, 0, 1]
-    assert batch.pool.tolist() == [0, 0, 0, 1]
-    with pytest.raises(ValueError):
+    queries = ["", "the of", "yy", "xx"]
+    offsets, *_, pool = s.run_kernel(queries, k=5)
+    assert offsets.tolist() == [0, 0, 0, 0, 1]
+    assert pool.tolist() == [0, 0, 0, 1] == s.pool_sizes(queries).tolist()
+    assert [len(r) for r in s.search_batch(queries, 5)] == [0, 0, 0, 1]
+    with pytest.raises(ArgumentError):
         s.search("xx", k=0)
 
 
@@ -207,9 +209,14 @@ def test_ssr_index_is_refused():
         BM25Searcher(index)
 
 
-def test_idf_formula():
-    assert lucene_idf(10, 1) == pytest.approx(math.log(1 + 9.5 / 1.5))
-    assert lucene_idf(10, 10) > 0
+@pytest.mark.parametrize("n_docs,df", [(10, 1), (10, 10), (7, 3), (1000, 999), (1, 1)])
+def test_idf_agrees_with_bm25s(n_docs, df):
+    # the outside tool's idf, read back from a score: with b = 0 and tf = 1 a document scores
+    # idf * 1 / (1 + k1), so idf = score * (1 + k1)
+    docs = [["aa", "zz"] if d < df else ["zz"] for d in range(n_docs)]
+    (scores,) = bm25s_scores(docs, [["aa"]], k1=0.9, b=0.0)
+    assert lucene_idf(n_docs, df) == pytest.approx(float(scores[0]) * 1.9, rel=1e-12)
+    assert lucene_idf(n_docs, df) > 0
 
 
 # ------------------------------------------------------------------------------ stemming
@@ -273,9 +280,9 @@ def test_cranfield_built_index_agrees_with_bm25s_and_the_in_memory_index(tmp_pat
     assert assert_matches_bm25s(searcher, ids, doc_tokens, query_tokens, queries) > 100_000
     # the disk index and the simple in-memory build give bit-identical rankings
     memory = BM25Searcher(make_index(ids, doc_tokens, seed=int(searcher.seed)))
-    a, b = searcher.search_arrays(queries, 100), memory.search_arrays(queries, 100)
-    for name in ("offsets", "docs", "scores", "matches", "pool"):
-        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    a, b = searcher.run_kernel(queries, 100), memory.run_kernel(queries, 100)
+    for name, x, y in zip(("offsets", "docs", "scores", "matches", "pool"), a, b, strict=True):
+        assert np.array_equal(x, y), name
 
 
 def test_stemmed_built_index_agrees_with_bm25s(tmp_path):

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ssr_engine import ReferenceIndex, build_index, card_signals, open_index, verify_index
-from ssr_engine.indexing import merge as merge_module
 from ssr_engine.cli import main as cli_main
 from ssr_engine.errors import IndexFormatError, InputError, SsrError
 from ssr_engine.hashing import signal_hash
+from ssr_engine.indexing import merge as merge_module
 
 WORDS = ["alpha", "beta", "gamma", "delta", "the", "of", "and", "x", "y", "epsilon", "zeta", "eta", "7", "42"]
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ssr_engine.ids import id_order
 from ssr_engine.kernels import ssr as kernels
 from ssr_engine.reference import ReferenceIndex
-from ssr_engine.scoring import id_order
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
 
@@ -69,7 +69,7 @@ class Arrays:
 
 def expected(ref: ReferenceIndex, query: str, k):
     hits = ref.search(query, k)
-    return [h.id for h in hits], [h.score for h in hits], [h.matches for h in hits]
+    return hits.ids.tolist(), hits.scores.tolist(), hits.matches.tolist()
 
 
 def check(arrays: Arrays, queries, k, method="ssr", **kw):

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from ssr_engine import ReferenceIndex
-from ssr_engine.scoring import canonical_sum, id_order, ids_are_integers, signal_weight
+from ssr_engine.ids import id_order, ids_are_integers
+from ssr_engine.scoring import canonical_sum, signal_weight
 
 
 def test_weight_formula_and_positivity():
@@ -32,10 +33,10 @@ def test_weights_use_document_counts_including_empty_documents():
 def test_score_is_sum_of_matched_weights():
     ref = ReferenceIndex.from_texts(["a", "b"], ["apple pie crust", "apple"])
     hits = ref.search("apple pie", k=10)
-    assert [h.id for h in hits] == ["a", "b"]
-    assert hits[0].matches == 3  # apple, pie, "apple pie"
-    assert hits[0].score == canonical_sum([ref.weight("apple"), ref.weight("pie"), ref.weight("apple pie")])
-    assert hits[1].matches == 1 and hits[1].score == ref.weight("apple")
+    assert hits.ids.tolist() == ["a", "b"]
+    assert hits.matches[0] == 3  # apple, pie, "apple pie"
+    assert hits.scores[0] == canonical_sum([ref.weight("apple"), ref.weight("pie"), ref.weight("apple pie")])
+    assert hits.matches[1] == 1 and hits.scores[1] == ref.weight("apple")
 
 
 def test_equal_score_ties_broken_by_match_count():
@@ -43,18 +44,18 @@ def test_equal_score_ties_broken_by_match_count():
     # exact binary fractions so that the two scores tie exactly: 2.0 == 0.5 + 0.5 + 1.0
     ref.weight = {"solo": 2.0, "common": 0.5, "extra": 0.5, "common extra": 1.0}.get  # type: ignore[method-assign]
     hits = ref.search("solo common extra", k=None)
-    assert [(h.id, h.score, h.matches) for h in hits] == [("z", 2.0, 3), ("a", 2.0, 1)]
+    assert hits.rows() == [("z", 2.0, 3), ("a", 2.0, 1)]
 
 
 def test_equal_score_and_count_ties_broken_by_integer_id():
     ref = ReferenceIndex.from_texts(["10", "9", "100"], ["alpha beta", "alpha beta", "alpha beta"])
     hits = ref.search("alpha beta", k=None)
-    assert [h.id for h in hits] == ["9", "10", "100"]  # integer ids compare as integers
+    assert hits.ids.tolist() == ["9", "10", "100"]  # integer ids compare as integers
 
 
 def test_string_ids_compare_as_strings():
     ref = ReferenceIndex.from_texts(["b10", "b9", "a"], ["same text", "same text", "same text"])
-    assert [h.id for h in ref.search("same text", k=None)] == ["a", "b10", "b9"]
+    assert ref.search("same text", k=None).ids.tolist() == ["a", "b10", "b9"]
 
 
 def test_mixed_ids_are_strings_and_integer_detection():
@@ -69,21 +70,21 @@ def test_mixed_ids_are_strings_and_integer_detection():
 
 def test_k_limits_results_and_none_returns_all():
     ref = ReferenceIndex.from_texts([str(i) for i in range(5)], ["apple"] * 5)
-    assert [h.id for h in ref.search("apple", k=1)] == ["0"]
+    assert ref.search("apple", k=1).ids.tolist() == ["0"]
     assert len(ref.search("apple", k=100)) == 5  # K larger than the candidates: no padding
     assert len(ref.search("apple", k=None)) == 5
 
 
 def test_no_signals_or_no_match_gives_empty_result():
     ref = ReferenceIndex.from_texts(["a", "b"], ["apple", "pear"])
-    assert ref.search("the of and", k=10) == []
-    assert ref.search("banana", k=10) == []
-    assert ref.search("", k=10) == []
+    assert len(ref.search("the of and", k=10)) == 0
+    assert len(ref.search("banana", k=10)) == 0
+    assert len(ref.search("", k=10)) == 0
 
 
 def test_empty_registry():
     ref = ReferenceIndex.from_texts([], [])
-    assert ref.search("apple", k=5) == []
+    assert len(ref.search("apple", k=5)) == 0
 
 
 @pytest.mark.parametrize("k", [0, -1, 1.5, True, "3"])

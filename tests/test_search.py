@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ssr_engine import indexing as build
 from ssr_engine.cli import main
 from ssr_engine.errors import SsrError
 from ssr_engine.hashing import signal_hash
 from ssr_engine.reference import ReferenceIndex
+from ssr_engine.retrieval import SearchResult
 from ssr_engine.scoring import canonical_sum
-from ssr_engine.search import Searcher, SearchResult
-
-build = pytest.importorskip("ssr_engine.indexing")
+from ssr_engine.search import Searcher
 
 
 def write_tsv(path: Path, ids, texts) -> Path:
@@ -39,9 +39,9 @@ def random_collection(n=600, seed=0):
 
 
 def assert_same(res: SearchResult, hits) -> None:
-    assert res.ids.tolist() == [h.id for h in hits]
-    assert res.scores.view(np.uint64).tolist() == np.array([h.score for h in hits]).view(np.uint64).tolist()
-    assert res.matches.tolist() == [h.matches for h in hits]
+    assert res.ids.tolist() == hits.ids.tolist()
+    assert res.scores.view(np.uint64).tolist() == hits.scores.view(np.uint64).tolist()
+    assert res.matches.tolist() == hits.matches.tolist()
     assert res.ids.dtype.kind == "U" and res.scores.dtype == np.float64
     assert len(res) == len(hits)
 
@@ -169,16 +169,16 @@ def test_cli_run_matches_reference(small, tmp_path, capsys):
     run = parse_run(out.read_text())
     for i, q in enumerate(queries):
         hits = ref.search(q, 9)
-        assert run.get(f"q{i}", []) == [(h.id, r + 1, h.score) for r, h in enumerate(hits)]
+        assert run.get(f"q{i}", []) == [(d, r + 1, s) for r, (d, s, _) in enumerate(hits.rows())]
     assert out.read_text().split("\n")[0].endswith(" exhaustive")
 
     assert main(["search", "--index", str(searcher.index.path), "--json", "--explain", "-k", "3", "w1 w2", ""]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [x["qid"] for x in lines] == ["1", "2"] and lines[1]["results"] == []
     for r, hit in enumerate(lines[0]["results"]):
-        h = ref.search("w1 w2", 3)[r]
-        assert (hit["id"], hit["score"], hit["matches"], hit["rank"]) == (h.id, h.score, h.matches, r + 1)
-        assert canonical_sum([w for _, w in hit["explain"]]) == h.score
+        h_id, h_score, h_matches = ref.search("w1 w2", 3).rows()[r]
+        assert (hit["id"], hit["score"], hit["matches"], hit["rank"]) == (h_id, h_score, h_matches, r + 1)
+        assert canonical_sum([w for _, w in hit["explain"]]) == h_score
 
 
 def test_cli_errors(small, tmp_path, capsys):
@@ -191,7 +191,7 @@ def test_cli_errors(small, tmp_path, capsys):
     assert f"{bad}:2:" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "run.txt.tmp").exists()
     assert main(["search", "--index", idx, "-k", "0", "w1"]) == 2
-    assert "-k must be >= 1" in capsys.readouterr().err
+    assert "k must be >= 1" in capsys.readouterr().err
     assert main(["search", "--index", idx, "--method", "nope", "w1"]) == 2
     assert "unknown method" in capsys.readouterr().err
     assert main(["search", "--index", idx]) == 2
@@ -213,4 +213,4 @@ def test_cli_on_cranfield_matches_reference(tmp_path, capsys, cranfield):
         run = parse_run(capsys.readouterr().out)
         for i, q in enumerate(queries):
             hits = ref.search(q, 100)
-            assert run.get(str(i + 1), []) == [(h.id, r + 1, h.score) for r, h in enumerate(hits)], q
+            assert run.get(str(i + 1), []) == [(d, r + 1, s) for r, (d, s, _) in enumerate(hits.rows())], q

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ssr_engine import STOPWORDS_V1, STOPWORDS_V1_ID, card_signals, load_stopwords, signals, signals_many
 from ssr_engine.errors import InputError
-from ssr_engine.kernels.text import extract_cards
+from ssr_engine.extract import extract_cards
 
 
 def test_stopwords_v1_is_the_filtered_nltk_list():

@@ -13,9 +13,9 @@ import pytest
 from conftest import SHARED_DATA  # noqa: E402
 
 from ssr_engine import STOPWORDS_V1, signals
+from ssr_engine.datagen.collection import BLOCK, generate, plant_run
 from ssr_engine.errors import InputError, SsrError
 from ssr_engine.signals import value_tokens
-from ssr_engine.datagen.collection import BLOCK, generate, plant_run
 
 SHARED = SHARED_DATA / "msmarco-dev-small"
 SCRIPT = Path(__file__).resolve().parent.parent / "data_scripts" / "make_collection.py"

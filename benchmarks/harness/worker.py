@@ -31,8 +31,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-BM25_K1 = 0.9
-BM25_B = 0.4
+from ssr_engine.retrieval import BM25_B, BM25_K1  # the library's defaults, defined once (a light module)
+
 WARMUP_QUERIES = 64
 TOP_SAMPLE = 100  # queries whose top-10 ids are kept to compare engines' answers
 TANTIVY_ANALYZER = "ssr_tokens"
@@ -155,32 +155,29 @@ class Engine:
         self.batch([query], k, 1)
 
 
-class OursExhaustive(Engine):
-    def __init__(self, index: str):
-        from ssr_engine.search import Searcher
+class Ours(Engine):
+    """Our methods through the one retrieval interface (`open_retriever`)."""
 
-        self.searcher = Searcher(index)
+    method = "ssr"
+
+    def __init__(self, index: str):
+        from ssr_engine.retrieval import open_retriever
+
+        self.retriever = open_retriever(index, self.method)  # bm25: k1 = BM25_K1, b = BM25_B
 
     def batch(self, queries, k, threads):
-        res = self.searcher.search_batch(queries, k, threads=threads, method="exhaustive")
-        return [r.ids[:10].tolist() for r in res]
+        return [r.ids[:10].tolist() for r in self.retriever.search_batch(queries, k, threads=threads)]
 
     def one(self, query, k):
-        self.searcher.search_batch([query], k, threads=1, method="exhaustive")
+        self.retriever.search_batch([query], k, threads=1)
 
 
-class OursBM25(Engine):
-    def __init__(self, index: str):
-        from ssr_engine.bm25 import BM25Searcher
-        from ssr_engine.format import open_index
+class OursExhaustive(Ours):
+    method = "exhaustive"
 
-        self.searcher = BM25Searcher(open_index(index), k1=BM25_K1, b=BM25_B)
 
-    def batch(self, queries, k, threads):
-        return [r.ids[:10].tolist() for r in self.searcher.search_batch(queries, k, threads=threads)]
-
-    def one(self, query, k):
-        self.searcher.search_batch([query], k, threads=1)
+class OursBM25(Ours):
+    method = "bm25"
 
 
 class BM25S(Engine):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import shutil
 import statistics
@@ -28,12 +27,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..datagen.cards import Query, iter_registry, make_queries
 from ..errors import InputError
+from ..eval.stats import percentiles
 from .cards import AgentCard
 from .discovery import Registry, build_registry
 from .orchestrator import STATUSES, PromptBuilder, estimate_tokens, orchestrate, outcome_counts
 from .providers import OFFLINE, make_provider
-from ..datagen.cards import Query, iter_registry, make_queries
 
 DEFAULT_KS = (1, 5, 10, 20)
 
@@ -192,25 +192,20 @@ def bench_latency(
     registry.discover_batch([q.text for q in queries], k, with_cards=False)
     batch_s = time.perf_counter() - t
     ms = sorted(x * 1000 for x in times)
+    pct = percentiles(ms, (50, 99))
     return {
         "cards": n_cards,
         "queries": n_queries,
         "k": k,
         "method": method,
         "build_seconds": build_s,
-        "p50_ms": _percentile(ms, 50),
-        "p99_ms": _percentile(ms, 99),
+        "p50_ms": pct["p50"],
+        "p99_ms": pct["p99"],
         "mean_ms": statistics.fmean(ms),
         "max_ms": ms[-1],
         "batch_queries_per_second": n_queries / batch_s if batch_s > 0 else None,
         f"recall_at_{k}": hits / n_queries,
     }
-
-
-def _percentile(sorted_values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    rank = max(1, math.ceil(pct / 100 * len(sorted_values)))
-    return sorted_values[rank - 1]
 
 
 # ---- the whole report ------------------------------------------------------------------------
@@ -230,7 +225,6 @@ def run_bench(
     latency_queries: int = 1000,
     max_queries: int | None = None,
     workdir: str | os.PathLike[str] | None = None,
-    keep_indexes: bool = False,
 ) -> dict[str, Any]:
     """Run the benchmark and write `agents-bench.json` and `agents-bench.md` into out_dir."""
     out = Path(out_dir)
@@ -257,7 +251,7 @@ def run_bench(
         if latency_cards > 0:
             report["latency"] = bench_latency(latency_cards, latency_queries, work, k=pool_k, seed=seed)
     finally:
-        if not keep_indexes and workdir is None:
+        if workdir is None:
             shutil.rmtree(work, ignore_errors=True)
     (out / "agents-bench.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     (out / "agents-bench.md").write_text(markdown(report), encoding="utf-8")

@@ -3,9 +3,10 @@
 A registry on disk is an index directory built from the cards' documents (`build_registry`)
 plus one file this module adds after the build, `agent_cards.parquet` (columns `id` and
 `card`, the card's structural fields as JSON), from which the pool's cards are loaded.
-The index's own files are never changed. The search behind a registry is a `Backend`: the
-disk index (SSR `Searcher`, or BM25 for an index built with scoring "bm25"), or the
-pure-Python `ReferenceIndex` for small in-memory registries.
+The index's own files are never changed. The search behind a registry is a
+`retrieval.Retriever`: the disk index's own method (`open_retriever(index, index.scoring)`:
+SSR, or BM25 for an index built with scoring "bm25"), or the pure-Python `ReferenceIndex`
+for small in-memory registries.
 """
 
 from __future__ import annotations
@@ -14,36 +15,17 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import IndexFormatError, SsrError
+from ..retrieval import Retriever, SearchResult, check_k
 from .cards import AgentCard, capability_values, card_document, iter_cards, parse_card, unique_cards
 
 CARD_STORE = "agent_cards.parquet"
 CARD_STORE_FORMAT = "ssr-agent-cards-v1"
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """One query's ranked candidates (card ids best first) with scores and matched-signal counts."""
-
-    ids: list[str]
-    scores: list[float]
-    matches: list[int]
-
-
-class Backend(Protocol):
-    scoring: str
-
-    def search(self, query: str, k: int | None) -> Ranked: ...
-
-    def search_batch(self, queries: Sequence[str], k: int | None) -> list[Ranked]: ...
-
-    def explain(self, query: str, card_id: str) -> list[tuple[str, float]]: ...
 
 
 @dataclass(frozen=True)
@@ -69,86 +51,6 @@ class Pool:
                 for i, s, m in zip(self.ids, self.scores, self.matches, strict=True)
             ],
         }
-
-
-# ---- backends --------------------------------------------------------------------------------
-
-
-class ReferenceBackend:
-    """The pure-Python oracle over cards held in memory (small registries, tests)."""
-
-    scoring = "ssr"
-
-    def __init__(self, cards: Sequence[AgentCard], stopwords: Any = None, cap: int = 64):
-        from ..reference import ReferenceIndex
-
-        self.index = ReferenceIndex.from_fields([c.id for c in cards], [capability_values(c) for c in cards],
-                                                stopwords, cap)
-
-    def search(self, query: str, k: int | None) -> Ranked:
-        hits = self.index.search(query, k)
-        return Ranked([h.id for h in hits], [h.score for h in hits], [h.matches for h in hits])
-
-    def search_batch(self, queries: Sequence[str], k: int | None) -> list[Ranked]:
-        return [self.search(q, k) for q in queries]
-
-    def explain(self, query: str, card_id: str) -> list[tuple[str, float]]:
-        doc = self.index.ids.index(card_id)
-        matched = self.index.query_signals(query) & self.index.doc_signals[doc]
-        return sorted(((s, self.index.weight(s)) for s in matched), key=lambda t: (-t[1], t[0]))
-
-
-def _ranked(result: Any) -> Ranked:
-    """A Searcher/BM25 result (ids, scores, matches; external ids) as plain lists."""
-    return Ranked([str(i) for i in result.ids], [float(x) for x in result.scores], [int(m) for m in result.matches])
-
-
-class IndexBackend:
-    """A disk index: SSR `Searcher`, or the BM25 searcher for an index built with scoring "bm25"."""
-
-    def __init__(self, index_dir: str | os.PathLike[str], scoring: str):
-        from ..format import open_index
-
-        self.scoring = scoring
-        index = open_index(index_dir)
-        if scoring == "bm25":
-            from ..bm25 import BM25Searcher
-
-            self.searcher: Any = BM25Searcher(index)
-        else:
-            from ..search import Searcher
-
-            self.searcher = Searcher(index)
-
-    def search(self, query: str, k: int | None) -> Ranked:
-        # One query is one chunk of the kernels' parallel loop: the other threads have nothing
-        # to do, yet waking them costs milliseconds on a busy machine (0.6 ms vs 8-20 ms measured
-        # on 1,000 cards under load), so a single query runs on this thread alone.
-        with _single_thread():
-            return _ranked(self.searcher.search(query, k))
-
-    def search_batch(self, queries: Sequence[str], k: int | None) -> list[Ranked]:
-        return [_ranked(r) for r in self.searcher.search_batch(list(queries), k)]
-
-    def explain(self, query: str, card_id: str) -> list[tuple[str, float]]:
-        explain = getattr(self.searcher, "explain", None)
-        if explain is None:
-            raise SsrError(f"--explain is not available for {self.scoring} indexes")
-        out = explain(query, card_id)
-        items = out.items() if isinstance(out, dict) else out
-        return sorted(((str(s), float(w)) for s, w in items), key=lambda t: (-t[1], t[0]))
-
-
-@contextmanager
-def _single_thread() -> Iterator[None]:
-    import numba
-
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)  # per calling thread in Numba, so other threads are unaffected
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
 
 
 # ---- the card store --------------------------------------------------------------------------
@@ -229,36 +131,40 @@ def write_card_store(cards: Iterable[AgentCard], out: str | os.PathLike[str], ba
 class Registry:
     """A searchable registry of Agent Cards: `discover(query, k)` returns the pool."""
 
-    def __init__(self, backend: Backend, cards: CardStore | dict[str, AgentCard], path: Path | None = None):
+    def __init__(self, backend: Retriever, cards: CardStore | dict[str, AgentCard], path: Path | None = None):
         self.backend = backend
         self._cards = cards
         self.path = path
 
     @property
     def scoring(self) -> str:
-        return self.backend.scoring
+        """The method behind the registry: "ssr" (the index or the reference scorer) or "bm25"."""
+        return "bm25" if self.backend.method == "bm25" else "ssr"
 
     @classmethod
     def open(cls, index_dir: str | os.PathLike[str]) -> Registry:
         """A registry built by `build_registry` (or any index plus its card store)."""
-        from ..format import read_manifest
+        from ..format import open_index
+        from ..retrieval import open_retriever
 
         path = Path(index_dir)
-        manifest = read_manifest(path)
+        index = open_index(path)
         store_path = path / CARD_STORE
         if not store_path.is_file():
             raise IndexFormatError(f"{store_path}: missing; {path} is not an agent registry (use `ssr agents build`)")
         store = CardStore(store_path)
-        n_docs = int(manifest["counts"]["documents"])
-        if len(store) != n_docs:
-            raise IndexFormatError(f"{store_path}: {len(store)} cards, the index has {n_docs} documents")
-        return cls(IndexBackend(path, str(manifest.get("scoring", "ssr"))), store, path)
+        if len(store) != index.n_docs:
+            raise IndexFormatError(f"{store_path}: {len(store)} cards, the index has {index.n_docs} documents")
+        return cls(open_retriever(index, index.scoring), store, path)
 
     @classmethod
     def from_cards(cls, cards: Sequence[AgentCard], stopwords: Any = None, cap: int = 64) -> Registry:
         """An in-memory registry over the reference scorer (exact, for small registries)."""
+        from ..reference import ReferenceIndex
+
         by_id = {c.id: c for c in unique_cards(cards)}
-        return cls(ReferenceBackend(list(by_id.values()), stopwords, cap), by_id)
+        index = ReferenceIndex.from_fields(list(by_id), [capability_values(c) for c in by_id.values()], stopwords, cap)
+        return cls(index, by_id)
 
     def __len__(self) -> int:
         return len(self._cards)
@@ -274,32 +180,24 @@ class Registry:
             return list(self._cards.values())
         return self._cards.all()
 
-    def _pool(self, query: str, k: int | None, r: Ranked, with_cards: bool) -> Pool:
-        cards = [self.card(i) for i in r.ids] if with_cards else []
-        return Pool(query, k, r.ids, r.scores, r.matches, cards)
+    def _pool(self, query: str, k: int | None, r: SearchResult, with_cards: bool) -> Pool:
+        ids = r.ids.tolist()
+        cards = [self.card(i) for i in ids] if with_cards else []
+        return Pool(query, k, ids, r.scores.tolist(), r.matches.tolist(), cards)
 
     def discover(self, query: str, k: int | None = 20, with_cards: bool = True) -> Pool:
         """At most k cards for the query, best first; empty when nothing matches (never padded)."""
-        _check_k(k)
+        check_k(k)
         return self._pool(query, k, self.backend.search(query, k), with_cards)
 
     def discover_batch(self, queries: Sequence[str], k: int | None = 20, with_cards: bool = True) -> list[Pool]:
-        _check_k(k)
-        ranked = self.backend.search_batch(queries, k)
+        check_k(k)
+        ranked = self.backend.search_batch(list(queries), k)
         return [self._pool(q, k, r, with_cards) for q, r in zip(queries, ranked, strict=True)]
 
     def explain(self, query: str, card_id: str) -> list[tuple[str, float]]:
-        """The query's signals matched by the card, with their weights (highest first)."""
+        """The query's signals matched by the card, with their weights (ascending weight, as every explain)."""
         return self.backend.explain(query, card_id)
-
-
-def _check_k(k: int | None) -> None:
-    from ..scoring import check_k
-
-    try:
-        check_k(k)
-    except ValueError as exc:
-        raise SsrError(str(exc)) from exc
 
 
 def discover(index_dir: str | os.PathLike[str], query: str, k: int | None = 20) -> Pool:

@@ -88,19 +88,13 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_k(k: int) -> None:
-    from ..errors import SsrError
-
-    if k < 1:
-        raise SsrError(f"-k must be >= 1, got {k}")
-
-
 def _discover(args: argparse.Namespace) -> int:
     import json
 
     from ..agents.discovery import Registry
+    from ..retrieval import check_k
 
-    _check_k(args.k)
+    check_k(args.k)
     registry = Registry.open(args.index)
     pool = registry.discover(args.query, args.k)
     if args.json:
@@ -125,8 +119,9 @@ def _ask(args: argparse.Namespace) -> int:
     from ..agents.discovery import Registry
     from ..agents.orchestrator import build_prompt, orchestrate
     from ..agents.providers import make_provider
+    from ..retrieval import check_k
 
-    _check_k(args.k)
+    check_k(args.k)
     registry = Registry.open(args.index)
     pool = registry.discover(args.query, args.k)
     http = {}

@@ -27,8 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ..indexing import build_index
     from ..format import open_index
+    from ..indexing import build_index
 
     out = build_index(
         args.collection, args.out, fmt=args.fmt, stopwords=args.stopwords, cap=args.cap, chunk_docs=args.chunk_docs,

@@ -26,10 +26,10 @@ def run(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from ..indexing import build_index
+    from ..datagen.collection import generate
     from ..errors import SsrError
     from ..eval.evaluate import format_summary, markdown_table, run_evaluation
-    from ..datagen.collection import generate
+    from ..indexing import build_index
 
     if args.passages < 1 or args.queries < 1 or args.k < 1:
         raise SsrError("--passages, --queries and -k must be >= 1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-METHODS = ("ssr", "exhaustive", "bm25")
+from ..retrieval import BM25_B, BM25_K1, METHODS
 
 
 def _k(text: str) -> int | None:
@@ -31,8 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", metavar="FILE", help="write the JSON report here")
     p.add_argument("--threads", type=int, metavar="N", help="Numba threads for the batch (default: all cores)")
     p.add_argument("--tag", help="run tag, the run's last column (default: the method)")
-    p.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9)")
-    p.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4)")
+    p.add_argument("--k1", type=float, default=BM25_K1, help=f"BM25 k1 (default {BM25_K1})")
+    p.add_argument("--b", type=float, default=BM25_B, help=f"BM25 b (default {BM25_B})")
     p.add_argument("--latency-queries", type=int, default=1000, metavar="N",
                    help="queries timed one at a time for the latency percentiles (default 1000; sampling "
                         "stops after 60 s once 10 are timed)")
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import SsrError
     from ..eval.evaluate import format_summary, run_evaluation
 
-    if args.method != "bm25" and (args.k1 != 0.9 or args.b != 0.4):
+    if args.method != "bm25" and (args.k1 != BM25_K1 or args.b != BM25_B):
         raise SsrError("--k1 and --b apply to --method bm25 only")
     if not (args.k1 >= 0 and 0 <= args.b <= 1):
         raise SsrError(f"need --k1 >= 0 and 0 <= --b <= 1, got {args.k1} and {args.b}")

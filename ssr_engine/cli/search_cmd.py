@@ -11,7 +11,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", dest="queries_file", metavar="FILE", help="TSV of qid<TAB>query, instead of QUERY")
     p.add_argument("-k", type=int, default=10, help="results per query (default 10)")
     p.add_argument("--all", action="store_true", help="every candidate instead of the top k")
-    p.add_argument("--method", default="ssr", help="ssr (inverted index, default) or exhaustive (full scan)")
+    p.add_argument("--method", default="ssr",
+                   help="ssr (inverted index, default), exhaustive (full scan, same results) or bm25 "
+                        "(an index built with --scoring bm25)")
     p.add_argument("--threads", type=int, metavar="N", help="Numba threads (default: all cores)")
     p.add_argument("--json", action="store_true", help="one JSON object per query instead of a TREC run")
     p.add_argument("--explain", action="store_true", help="add each result's matched signals and weights")
@@ -19,14 +21,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
 
 
-def _lines(args: argparse.Namespace, searcher, qids: list[str], texts: list[str], results):
+def _lines(args: argparse.Namespace, retriever, qids: list[str], texts: list[str], results):
     """Output lines: TREC run lines, or one JSON object per query."""
     import json
 
     tag = args.tag or args.method
     for qid, text, res in zip(qids, texts, results, strict=True):
         ids, scores, matches = res.ids.tolist(), res.scores.tolist(), res.matches.tolist()
-        explained = [searcher.explain_internal(text, d) for d in res.docs.tolist()] if args.explain else None
+        explained = [retriever.explain(text, d) for d in res.docs.tolist()] if args.explain else None
         if args.json:
             hits = []
             for r, (doc, score, m) in enumerate(zip(ids, scores, matches, strict=True)):
@@ -50,14 +52,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..errors import SsrError
-    from ..search import METHODS, Searcher
+    from ..retrieval import check_k, check_method, check_threads, open_retriever
 
     if bool(args.queries) == bool(args.queries_file):
         raise SsrError("give either QUERY arguments or --queries FILE")
-    if args.method not in METHODS:
-        raise SsrError(f"unknown method {args.method!r}; expected one of {', '.join(METHODS)}")
-    if not args.all and args.k < 1:
-        raise SsrError(f"-k must be >= 1, got {args.k}")
+    check_method(args.method)
+    k = None if args.all else args.k
+    check_k(k)
+    check_threads(args.threads)
     if args.tag is not None and (not args.tag or any(c.isspace() for c in args.tag)):
         raise SsrError(f"--tag {args.tag!r} must be one non-empty word")
     if args.queries_file:
@@ -69,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
         texts = list(args.queries)
         qids = [str(i) for i in range(1, len(texts) + 1)]
 
-    searcher = Searcher(args.index)
-    results = searcher.search_batch(texts, None if args.all else args.k, threads=args.threads, method=args.method)
-    lines = _lines(args, searcher, qids, texts, results)
+    retriever = open_retriever(args.index, args.method)
+    results = retriever.search_batch(texts, k, threads=args.threads)
+    lines = _lines(args, retriever, qids, texts, results)
     if args.output is None:
         sys.stdout.writelines(lines)
         return 0

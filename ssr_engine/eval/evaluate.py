@@ -9,7 +9,9 @@ Measurements (all recorded in the report):
   alone with one thread, after the batch run; p50/p95/p99 in milliseconds.
 - pool: candidates per query before the top-k cut = documents holding at least one of the
   query's terms (for SSR and exhaustive exactly the documents with score > 0; for BM25 the
-  documents with a query term). Counted by a separate, untimed union kernel for SSR.
+  documents with a query term). Counted by the retriever's `pool_sizes`, untimed.
+
+The method is a `retrieval.Retriever` from `open_retriever`; this module never asks which.
 """
 
 from __future__ import annotations
@@ -23,26 +25,21 @@ import time
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import SsrError
-from .metrics import METRICS, RunScorer
+from ..retrieval import BM25_B, BM25_K1, Retriever, check_k, check_threads, open_retriever
+from .metrics import METRICS, Evaluation, RunScorer
+from .stats import percentiles
 from .trec import RunWriter, read_qrels, read_queries
 
-METHODS = ("ssr", "exhaustive", "bm25")
+if TYPE_CHECKING:
+    from ..format import Index
+
 BATCH = 1024
 LATENCY_BUDGET_S = 60.0  # latency sampling stops after this long (at least 10 queries timed)
 MAX_LISTED_IDS = 1000
-
-
-def percentiles(values: Sequence[float], qs: Sequence[int]) -> dict[str, float]:
-    """{"p50": ..., ...} with linear interpolation (numpy's default); zeros for no values."""
-    if len(values) == 0:
-        return {f"p{q}": 0.0 for q in qs}
-    arr = np.asarray(values, dtype=np.float64)
-    return {f"p{q}": float(np.percentile(arr, q)) for q in qs}
 
 
 def _machine() -> dict[str, Any]:
@@ -75,57 +72,6 @@ def _listed(ids: list[str]) -> list[str]:
     return ids[:MAX_LISTED_IDS]
 
 
-class _Engine:
-    """The method's searcher behind one call: texts -> (ids per query, scores per query, pool sizes)."""
-
-    def __init__(self, index_path: str | os.PathLike[str], method: str, k1: float, b: float):
-        from ..format import open_index
-
-        if method not in METHODS:
-            raise SsrError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-        self.method = method
-        self.index = open_index(index_path)
-        if method == "bm25":
-            from ..bm25 import BM25Searcher
-
-            self.bm25 = BM25Searcher(self.index, k1=k1, b=b)
-        else:
-            from ..search import Searcher
-
-            if self.index.scoring != "ssr":
-                raise SsrError(
-                    f"{self.index.path}: a {self.index.scoring!r} index (unigram term frequencies); "
-                    f"method {method!r} needs an index built with --scoring ssr"
-                )
-            self.searcher = Searcher(self.index)
-
-    def settings(self) -> dict[str, Any]:
-        if self.method == "bm25":
-            return dict(self.bm25.settings)
-        return {"weight": "ln((N + 1) / (df + 1)) + 1", "order": "score desc, matches desc, id asc"}
-
-    def search(self, texts: list[str], k: int | None, threads: int | None) -> tuple[list[Any], list[Any]]:
-        if self.method == "bm25":
-            results = self.bm25.search_batch(texts, k, threads)
-        else:
-            results = self.searcher.search_batch(texts, k, threads, method=self.method)
-        return [r.ids for r in results], [r.scores for r in results]
-
-    def pools(self, texts: list[str], threads: int | None) -> np.ndarray:
-        from ..kernels.bm25 import union_sizes
-
-        ix = self.index
-        if self.method == "bm25":
-            parts = [self.bm25.query_terms(t)[0] for t in texts]
-            offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-            np.cumsum([len(p) for p in parts], out=offsets[1:])
-            terms = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        else:
-            qb = self.searcher.query_batch(texts)
-            offsets, terms = qb.offsets, qb.terms
-        return union_sizes(offsets, terms, ix.postings_indptr, ix.postings_docs, ix.n_docs, threads)
-
-
 def run_evaluation(
     index: str | os.PathLike[str],
     queries: str | os.PathLike[str],
@@ -137,73 +83,38 @@ def run_evaluation(
     report_path: str | os.PathLike[str] | None = None,
     threads: int | None = None,
     tag: str | None = None,
-    k1: float = 0.9,
-    b: float = 0.4,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
     skip_bad_lines: bool = False,
     latency_queries: int = 1000,
     batch: int = BATCH,
 ) -> dict[str, Any]:
     """Run every query, score the run, write the run file and the report; returns the report."""
-    if k is not None and k < 1:
-        raise SsrError(f"k must be >= 1, got {k}")
-    if threads is not None and threads < 1:
-        raise SsrError(f"threads must be >= 1, got {threads}")
+    check_k(k)
+    check_threads(threads)
     skipped_queries: list[str] | None = [] if skip_bad_lines else None
     skipped_qrels: list[str] | None = [] if skip_bad_lines else None
     query_map = read_queries(queries, skipped_queries)
     judgements = read_qrels(qrels, skipped_qrels)
-    engine = _Engine(index, method, k1, b)
+    from ..format import open_index
+
+    ix = open_index(index)
+    retriever = open_retriever(ix, method, k1=k1, b=b)
     tag = tag or method
     qids, texts = list(query_map), list(query_map.values())
 
-    engine.search(texts[:1], k, threads)  # compile / load cached kernels outside the timed spans
-    scorer = RunScorer(judgements)
-    seconds = 0.0
-    writer = RunWriter(run_path, tag) if run_path is not None else nullcontext()
-    with writer as out:
-        for start in range(0, len(texts), batch):
-            chunk = texts[start : start + batch]
-            t0 = time.perf_counter()
-            ids, scores = engine.search(chunk, k, threads)
-            seconds += time.perf_counter() - t0
-            for qid, ranked, sc in zip(qids[start : start + batch], ids, scores, strict=True):
-                ranked = ranked.tolist()
-                scorer.add(qid, ranked)
-                if out is not None:
-                    out.add(qid, ranked, sc.tolist())
-    evaluation = scorer.finish()
+    retriever.search_batch(texts[:1], k, threads)  # compile / load cached kernels outside the timed spans
+    evaluation, seconds = _run_queries(retriever, qids, texts, k, threads, batch, RunScorer(judgements),
+                                       RunWriter(run_path, tag) if run_path is not None else None)
+    pool = retriever.pool_sizes(texts, threads)
+    latencies = _latencies(retriever, texts, k, latency_queries)
 
-    pool = engine.pools(texts, threads)
-    n_sample = max(0, min(latency_queries, len(texts)))
-    sample = np.unique(np.linspace(0, len(texts) - 1, n_sample).round().astype(np.int64)).tolist()
-    latencies: list[float] = []
-    sampling_started = time.perf_counter()
-    for i in sample:
-        # a budget, so that a slow method (a full scan of 8.8M documents per query) still ends
-        if len(latencies) >= 10 and time.perf_counter() - sampling_started > LATENCY_BUDGET_S:
-            break
-        t0 = time.perf_counter()
-        engine.search([texts[i]], k, 1)
-        latencies.append((time.perf_counter() - t0) * 1000.0)
-
-    ix = engine.index
-    signals = {key: v for key, v in ix.settings.items() if key != "stopwords"}
     report: dict[str, Any] = {
         "method": method,
         "tag": tag,
         "k": k,
         "metrics": {m: evaluation.metrics[m] for m in METRICS},
-        "queries": {
-            "total": evaluation.n_queries,
-            "judged": len(evaluation.evaluated),
-            "without_qrels": len(evaluation.unjudged),
-            "without_qrels_ids": _listed(evaluation.unjudged),
-            "qrels_not_run": len(evaluation.not_run),
-            "qrels_not_run_ids": _listed(evaluation.not_run),
-            "empty_results": len(evaluation.empty),
-            "empty_results_ids": _listed(evaluation.empty),
-            "denominator": "judged: queries run that have qrels (empty results count as 0)",
-        },
+        "queries": _query_counts(evaluation),
         "skipped_lines": {
             "queries": len(skipped_queries or []),
             "qrels": len(skipped_qrels or []),
@@ -220,14 +131,8 @@ def run_evaluation(
         "search_seconds": seconds,
         "threads": threads if threads is not None else _numba_threads(),
         "batch": batch,
-        "method_settings": engine.settings(),
-        "index": {
-            "path": str(Path(ix.path).absolute()),
-            "scoring": ix.scoring,
-            "counts": ix.manifest.get("counts"),
-            "signals": signals,
-            "build": ix.manifest.get("build"),
-        },
+        "method_settings": dict(retriever.settings),
+        "index": _index_section(ix),
         "files": {
             "queries": str(Path(queries).absolute()),
             "qrels": str(Path(qrels).absolute()),
@@ -239,6 +144,64 @@ def run_evaluation(
     if report_path is not None:
         write_report(report_path, report)
     return report
+
+
+def _run_queries(retriever: Retriever, qids: list[str], texts: list[str], k: int | None, threads: int | None,
+                 batch: int, scorer: RunScorer, writer: RunWriter | None) -> tuple[Evaluation, float]:
+    """Search every query in batches (timed), scoring and writing the run (untimed); (evaluation, seconds)."""
+    seconds = 0.0
+    with writer if writer is not None else nullcontext() as out:
+        for start in range(0, len(texts), batch):
+            t0 = time.perf_counter()
+            results = retriever.search_batch(texts[start : start + batch], k, threads)
+            seconds += time.perf_counter() - t0
+            for qid, res in zip(qids[start : start + batch], results, strict=True):
+                ranked = res.ids.tolist()
+                scorer.add(qid, ranked)
+                if out is not None:
+                    out.add(qid, ranked, res.scores.tolist())
+    return scorer.finish(), seconds
+
+
+def _latencies(retriever: Retriever, texts: list[str], k: int | None, n: int) -> list[float]:
+    """Milliseconds of single-query searches on one thread over an evenly spaced sample of `n` queries."""
+    n_sample = max(0, min(n, len(texts)))
+    sample = np.unique(np.linspace(0, len(texts) - 1, n_sample).round().astype(np.int64)).tolist()
+    latencies: list[float] = []
+    started = time.perf_counter()
+    for i in sample:
+        # a budget, so that a slow method (a full scan of 8.8M documents per query) still ends
+        if len(latencies) >= 10 and time.perf_counter() - started > LATENCY_BUDGET_S:
+            break
+        t0 = time.perf_counter()
+        retriever.search_batch([texts[i]], k, 1)
+        latencies.append((time.perf_counter() - t0) * 1000.0)
+    return latencies
+
+
+def _query_counts(evaluation: Evaluation) -> dict[str, Any]:
+    return {
+        "total": evaluation.n_queries,
+        "judged": len(evaluation.evaluated),
+        "without_qrels": len(evaluation.unjudged),
+        "without_qrels_ids": _listed(evaluation.unjudged),
+        "qrels_not_run": len(evaluation.not_run),
+        "qrels_not_run_ids": _listed(evaluation.not_run),
+        "empty_results": len(evaluation.empty),
+        "empty_results_ids": _listed(evaluation.empty),
+        "denominator": "judged: queries run that have qrels (empty results count as 0)",
+    }
+
+
+def _index_section(ix: Index) -> dict[str, Any]:
+    signals = {key: v for key, v in ix.settings.items() if key != "stopwords"}
+    return {
+        "path": str(Path(ix.path).absolute()),
+        "scoring": ix.scoring,
+        "counts": ix.manifest.get("counts"),
+        "signals": signals,
+        "build": ix.manifest.get("build"),
+    }
 
 
 def _numba_threads() -> int:

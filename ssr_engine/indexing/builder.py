@@ -19,11 +19,11 @@ import numpy as np
 from .. import __version__
 from ..corpus import BadLine, Chunk, read_collection
 from ..errors import InputError, SsrError
+from ..extract import Extractor, SignalBatch
 from ..format import MANIFEST, read_manifest, write_manifest
 from ..hashing import HASH_NAME, hash_mask
 from ..signals import DEFAULT_CAP
 from ..stopwords import StopwordList, load_stopwords, resolve_stopwords
-from ..kernels.text import Extractor, SignalBatch
 from .doc_ids import DocIdTable
 from .merge import merge_runs, write_forward
 from .runs import HashCollision, RunInfo, write_run

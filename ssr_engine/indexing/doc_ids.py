@@ -19,8 +19,7 @@ from ..corpus import BadLine, Chunk, select_docs
 from ..errors import InputError
 from ..format import save_array
 from ..hashing import hash_spans
-
-_INT_PATTERN = r"^-?[0-9]+$"
+from ..ids import INTEGER_ID, id_order
 
 
 class DocIdTable:
@@ -95,7 +94,7 @@ class DocIdTable:
         """Write doc_ids.parquet and doc_rank.npy; returns the id settings for the manifest."""
         ids = pa.chunked_array(self.chunks, type=pa.string()).combine_chunks()
         pq.write_table(pa.table({"id": ids}), out_dir / "doc_ids.parquet")
-        integer = bool(pc.all(pc.match_substring_regex(ids, _INT_PATTERN)).as_py())
+        integer = bool(pc.all(pc.match_substring_regex(ids, f"^{INTEGER_ID}$")).as_py())
         order: np.ndarray
         if integer:
             try:
@@ -104,7 +103,7 @@ class DocIdTable:
                 order = pc.sort_indices(table, sort_keys=[("value", "ascending"), ("id", "ascending")]).to_numpy()
             except pa.ArrowInvalid:  # beyond int64: Python integers
                 py = ids.to_pylist()
-                order = np.array(sorted(range(len(py)), key=lambda i: (int(py[i]), py[i])), dtype=np.int64)
+                order = np.array(id_order(py), dtype=np.int64)
         else:
             order = pc.sort_indices(ids).to_numpy()  # UTF-8 byte order = code point order = Python str order
         rank = np.empty(len(ids), dtype=np.uint32)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..extract import SignalBatch
 from ..hashing import hash_spans
-from ..kernels.text import SignalBatch
 from ..kernels.indexing import gather_strings, invert_chunk, radix_argsort_u64
 
 RUN_ARRAYS = (
