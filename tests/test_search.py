@@ -169,8 +169,18 @@ def test_cli_run_matches_reference(small, tmp_path, capsys):
     run = parse_run(out.read_text())
     for i, q in enumerate(queries):
         hits = ref.search(q, 9)
-        assert run.get(f"q{i}", []) == [(d, r + 1, s) for r, (d, s, _) in enumerate(hits.rows())]
+        rows = list(hits.rows())
+        # trec-stable scores (the default): float32, strictly decreasing, never above the true score
+        assert [(d, r) for d, r, _ in run.get(f"q{i}", [])] == [(d, r + 1) for r, (d, _, _) in enumerate(rows)]
+        written = [s for _, _, s in run.get(f"q{i}", [])]
+        assert all(a > b for a, b in zip(written, written[1:], strict=False))
+        assert all(float(np.float32(w)) == w and w <= s for w, (_, s, _) in zip(written, rows, strict=True))
     assert out.read_text().split("\n")[0].endswith(" exhaustive")
+    assert main(["search", "--index", str(searcher.index.path), "--queries", str(qfile), "-k", "9",
+                 "--output", str(out), "--run-scores", "exact"]) == 0
+    run = parse_run(out.read_text())
+    for i, q in enumerate(queries):
+        assert run.get(f"q{i}", []) == [(d, r + 1, s) for r, (d, s, _) in enumerate(ref.search(q, 9).rows())]
 
     assert main(["search", "--index", str(searcher.index.path), "--json", "--explain", "-k", "3", "w1 w2", ""]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -209,7 +219,8 @@ def test_cli_on_cranfield_matches_reference(tmp_path, capsys, cranfield):
     qfile.write_text("".join(f"{i + 1}\t{q}\n" for i, q in enumerate(queries)), encoding="utf-8")
     ref = ReferenceIndex.from_texts(ids, texts)
     for method in ("ssr", "exhaustive"):
-        assert main(["search", "--index", str(idx), "--queries", str(qfile), "-k", "100", "--method", method]) == 0
+        assert main(["search", "--index", str(idx), "--queries", str(qfile), "-k", "100", "--method", method,
+                     "--run-scores", "exact"]) == 0
         run = parse_run(capsys.readouterr().out)
         for i, q in enumerate(queries):
             hits = ref.search(q, 100)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssr_engine.errors import InputError
-from ssr_engine.eval.trec import read_qrels, read_queries, read_run, write_run
+from ssr_engine.eval.trec import read_qrels, read_queries, read_run, trec_scores, write_run
 
 MSMARCO = SHARED_DATA / "msmarco-dev-small"
 
@@ -98,7 +99,7 @@ def test_run_round_trip_exact(tmp_path):
     scores = [1 / 3, 1e-300, 12345678.123456789, 0.1 + 0.2, 5e-324, 2.0]
     run = [("q1", [f"d{i}" for i in range(6)], scores), ("q2", [], []), ("7", ["x"], [math.pi])]
     p = tmp_path / "run.trec"
-    assert write_run(p, run, tag="mytag") == 7
+    assert write_run(p, run, tag="mytag", scores="exact") == 7
     assert not (tmp_path / "run.trec.tmp").exists()
     first = p.read_text().splitlines()[0]
     assert first == f"q1 Q0 d0 1 {1 / 3!r} mytag"
@@ -112,8 +113,35 @@ def test_run_round_trip_exact(tmp_path):
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=20))
 def test_run_round_trip_any_float(tmp_path_factory, scores):
     p = tmp_path_factory.mktemp("run") / "r"
-    write_run(p, [("q", [f"d{i}" for i in range(len(scores))], scores)])
+    write_run(p, [("q", [f"d{i}" for i in range(len(scores))], scores)], scores="exact")
     assert read_run(p)["q"].scores == [float(s) for s in scores]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(min_value=-3e38, max_value=1e300),
+                          st.sampled_from([0.0, -0.0, 1.0, 2.5, 1e-45, 7.0000001])), min_size=1, max_size=300))
+def test_trec_scores_strictly_decreasing_in_float32(tmp_path_factory, values):
+    true = sorted(values, reverse=True)
+    written = trec_scores(true)
+    f32 = written.astype(np.float32)
+    assert np.array_equal(f32.astype(np.float64), written)  # exactly float32 values
+    assert np.all(f32[1:] < f32[:-1])  # strict, even for a reader holding float32 (trec_eval)
+    assert np.all(written <= np.asarray(true))
+    p = tmp_path_factory.mktemp("run") / "r"
+    write_run(p, [("q", [f"d{i}" for i in range(len(true))], true)])
+    back = read_run(p)["q"]
+    assert back.scores == written.tolist()  # the text reads back as the same values
+    # as trec_eval sorts (score desc, docno desc) the file keeps our order
+    assert sorted(back.docids, key=lambda d: (-np.float32(back.scores[int(d[1:])]), [-ord(c) for c in d])) \
+        == back.docids
+
+
+def test_trec_scores_ties_and_gaps():
+    tied = trec_scores([10.0] * 1000 + [9.0])
+    assert tied[0] == 10.0 and tied[-1] == 9.0  # a float32-exact score with room below is kept
+    assert 10.0 - tied[999] < 1e-3  # 999 float32 ulps of 10.0 (9.5e-7 each) below it
+    with pytest.raises(ValueError):
+        trec_scores([1.0, 2.0])  # not best first
 
 
 def test_run_reader_orders_by_rank_and_rejects_bad_lines(tmp_path):

@@ -36,6 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latency-queries", type=int, default=1000, metavar="N",
                    help="queries timed one at a time for the latency percentiles (default 1000; sampling "
                         "stops after 60 s once 10 are timed)")
+    p.add_argument("--measures", nargs="+", metavar="M",
+                   help="measures (default: MRR@10 R@10 R@20 R@100 R@1000 nDCG@10); built in: MRR@k, RR@k, R@k, "
+                        "nDCG@k; with ir_measures installed any of its names (AP, P@k, Judged@k, ...), computed by "
+                        "it on the run as written")
+    p.add_argument("--run-scores", choices=("trec", "exact"), default="trec",
+                   help="trec (default): float32 scores strictly decreasing along our order, so trec_eval, "
+                        "pytrec_eval and ir_measures evaluate the same ranking; exact: the true float64 scores")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip malformed query/qrels lines (counted in the report) instead of failing")
 
@@ -55,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     report = run_evaluation(
         args.index, args.queries, args.qrels, args.method, args.k, run_path=args.run, report_path=args.report,
         threads=args.threads, tag=args.tag, k1=args.k1, b=args.b, skip_bad_lines=args.skip_bad_lines,
-        latency_queries=args.latency_queries,
+        latency_queries=args.latency_queries, run_scores=args.run_scores,
+        **({"measures": args.measures} if args.measures else {}),
     )
     print(format_summary(report))
     return 0

@@ -18,12 +18,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per query instead of a TREC run")
     p.add_argument("--explain", action="store_true", help="add each result's matched signals and weights")
     p.add_argument("--tag", help="run tag, the TREC run's last column (default: the method)")
+    p.add_argument("--run-scores", choices=("trec", "exact"), default="trec",
+                   help="TREC output scores: trec (default; float32, strictly decreasing along our order, so "
+                        "trec_eval keeps it) or exact (the true float64 scores, as --json prints them)")
     p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
 
 
 def _lines(args: argparse.Namespace, retriever, qids: list[str], texts: list[str], results):
     """Output lines: TREC run lines, or one JSON object per query."""
     import json
+
+    from ..eval.trec import trec_scores
 
     tag = args.tag or args.method
     for qid, text, res in zip(qids, texts, results, strict=True):
@@ -38,7 +43,8 @@ def _lines(args: argparse.Namespace, retriever, qids: list[str], texts: list[str
                 hits.append(hit)
             yield json.dumps({"qid": qid, "query": text, "results": hits}, ensure_ascii=False) + "\n"
             continue
-        for r, (doc, score) in enumerate(zip(ids, scores, strict=True)):
+        written = trec_scores(scores).tolist() if args.run_scores == "trec" else scores
+        for r, (doc, score) in enumerate(zip(ids, written, strict=True)):
             # repr: the shortest string that reads back as the same float64
             yield f"{qid} Q0 {doc} {r + 1} {score!r} {tag}\n"
             if explained is not None:

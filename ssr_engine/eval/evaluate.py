@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import SsrError
 from ..retrieval import BM25_B, BM25_K1, Retriever, check_k, check_threads, open_retriever
-from .metrics import METRICS, Evaluation, RunScorer
+from .metrics import METRICS, Evaluation, ExternalMeasures, RunScorer, by_measure, mean_over, parse_measures
 from .stats import percentiles
-from .trec import RunWriter, read_qrels, read_queries
+from .trec import RUN_SCORES, RUN_SCORES_DOC, RunWriter, read_qrels, read_queries, trec_scores
 
 if TYPE_CHECKING:
     from ..format import Index
@@ -88,10 +89,30 @@ def run_evaluation(
     skip_bad_lines: bool = False,
     latency_queries: int = 1000,
     batch: int = BATCH,
+    measures: Sequence[str] = METRICS,
+    run_scores: str = "trec",
 ) -> dict[str, Any]:
-    """Run every query, score the run, write the run file and the report; returns the report."""
+    """Run every query, score the run, write the run file and the report; returns the report.
+
+    `measures`: our built-ins (MRR@k, RR@k, R@k, nDCG@k) and ir_measures names (AP, P@k,
+    Judged@k, ...), the latter computed by ir_measures on the scores as written to the run.
+    `run_scores`: "trec" (default; `trec_scores`, the ranking survives trec_eval's re-sort) or
+    "exact" (true float64 scores). The report's `metrics` hold the means and `per_query` holds
+    {measure: {qid: value}} over the judged queries.
+    """
     check_k(k)
     check_threads(threads)
+    if run_scores not in RUN_SCORES:
+        raise SsrError(f"run_scores must be one of {', '.join(RUN_SCORES)}, got {run_scores!r}")
+    try:
+        ours, theirs = parse_measures(list(measures))
+    except ValueError as exc:
+        raise SsrError(str(exc)) from None
+    if not ours and not theirs:
+        raise SsrError("no measures given")
+    if theirs and run_scores != "trec":
+        # ir_measures re-sorts by score: only trec-stable scores keep the ranking that is evaluated
+        raise SsrError(f"ir_measures measures ({', '.join(theirs)}) need run_scores='trec'")
     skipped_queries: list[str] | None = [] if skip_bad_lines else None
     skipped_qrels: list[str] | None = [] if skip_bad_lines else None
     query_map = read_queries(queries, skipped_queries)
@@ -104,8 +125,16 @@ def run_evaluation(
     qids, texts = list(query_map), list(query_map.values())
 
     retriever.search_batch(texts[:1], k, threads)  # compile / load cached kernels outside the timed spans
-    evaluation, seconds = _run_queries(retriever, qids, texts, k, threads, batch, RunScorer(judgements),
-                                       RunWriter(run_path, tag) if run_path is not None else None)
+    external = ExternalMeasures(theirs, judgements) if theirs else None
+    evaluation, seconds = _run_queries(retriever, qids, texts, k, threads, batch, RunScorer(judgements, ours),
+                                       RunWriter(run_path, tag, run_scores) if run_path is not None else None,
+                                       external)
+    per_query = by_measure(evaluation.per_query, ours)
+    means = {name: evaluation.metrics[name] for name in ours}
+    if external is not None:
+        per_query.update(external.per_query(evaluation.evaluated))
+        means.update({name: mean_over(per_query[name], evaluation.evaluated) for name in theirs})
+    order = list(dict.fromkeys(measures))
     pool = retriever.pool_sizes(texts, threads)
     latencies = _latencies(retriever, texts, k, latency_queries)
 
@@ -113,7 +142,8 @@ def run_evaluation(
         "method": method,
         "tag": tag,
         "k": k,
-        "metrics": {m: evaluation.metrics[m] for m in METRICS},
+        "metrics": {m: means[m] for m in order},
+        "measures": {m: ("ssr_engine" if m in ours else "ir_measures") for m in order},
         "queries": _query_counts(evaluation),
         "skipped_lines": {
             "queries": len(skipped_queries or []),
@@ -138,8 +168,10 @@ def run_evaluation(
             "qrels": str(Path(qrels).absolute()),
             "run": str(Path(run_path).absolute()) if run_path is not None else None,
         },
+        "run_scores": RUN_SCORES_DOC if run_scores == "trec" else "exact: the true float64 scores (repr)",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": _machine(),
+        "per_query": {m: per_query[m] for m in order},
     }
     if report_path is not None:
         write_report(report_path, report)
@@ -147,7 +179,8 @@ def run_evaluation(
 
 
 def _run_queries(retriever: Retriever, qids: list[str], texts: list[str], k: int | None, threads: int | None,
-                 batch: int, scorer: RunScorer, writer: RunWriter | None) -> tuple[Evaluation, float]:
+                 batch: int, scorer: RunScorer, writer: RunWriter | None,
+                 external: ExternalMeasures | None = None) -> tuple[Evaluation, float]:
     """Search every query in batches (timed), scoring and writing the run (untimed); (evaluation, seconds)."""
     seconds = 0.0
     with writer if writer is not None else nullcontext() as out:
@@ -160,6 +193,8 @@ def _run_queries(retriever: Retriever, qids: list[str], texts: list[str], k: int
                 scorer.add(qid, ranked)
                 if out is not None:
                     out.add(qid, ranked, res.scores.tolist())
+                if external is not None:
+                    external.add(qid, ranked, trec_scores(res.scores).tolist())
     return scorer.finish(), seconds
 
 
@@ -228,8 +263,9 @@ def format_summary(report: dict[str, Any]) -> str:
     q = report["queries"]
     lines = [f"method {_label(report)}  k={report['k']}  queries {q['total']}  judged {q['judged']}  "
              f"without qrels {q['without_qrels']}  empty results {q['empty_results']}"]
-    lines.append("  ".join(f"{m:>8}" for m in METRICS))
-    lines.append("  ".join(f"{report['metrics'][m]:>8.4f}" for m in METRICS))
+    names = list(report["metrics"])
+    lines.append("  ".join(f"{m:>8}" for m in names))
+    lines.append("  ".join(f"{report['metrics'][m]:>8.4f}" for m in names))
     lat, pool = report["latency_ms"], report["pool"]
     lines.append(f"throughput {report['throughput_qps']:.1f} q/s ({report['threads']} threads)  "
                  f"latency p50 {lat['p50']:.2f} p95 {lat['p95']:.2f} p99 {lat['p99']:.2f} ms  "
@@ -250,15 +286,28 @@ def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InputError(path, getattr(exc, "lineno", None), f"not a JSON report ({exc})") from exc
     if not isinstance(report, dict) or not isinstance(report.get("metrics"), dict) or "method" not in report:
         raise InputError(path, None, "not an `ssr evaluate` report (no method or metrics)")
-    missing = [m for m in METRICS if m not in report["metrics"]]
-    if missing:
-        raise InputError(path, None, f"report lacks metrics {', '.join(missing)}")
+    if not report["metrics"] or not all(isinstance(v, (int, float)) for v in report["metrics"].values()):
+        raise InputError(path, None, "report metrics must be a non-empty mapping of numbers")
+    per_query = report.get("per_query")
+    if per_query is not None and not (
+        isinstance(per_query, dict)
+        and all(isinstance(v, dict) and all(isinstance(x, (int, float)) for x in v.values())
+                for v in per_query.values())
+    ):
+        raise InputError(path, None, "per_query must map measure -> {qid: number}")
     return report
 
 
-def markdown_table(reports: Sequence[dict[str, Any]]) -> str:
-    """Methods as rows; metrics, throughput, latency and pool size as columns."""
-    header = ["method", "index", "judged", *METRICS, "q/s", "p50 ms", "pool mean"]
+def common_measures(reports: Sequence[dict[str, Any]]) -> list[str]:
+    """Measures every report has, in the first report's order."""
+    names = list(reports[0]["metrics"]) if reports else []
+    return [m for m in names if all(m in r["metrics"] for r in reports)]
+
+
+def markdown_table(reports: Sequence[dict[str, Any]], measures: Sequence[str] | None = None) -> str:
+    """Methods as rows; metrics (default: those all reports have), throughput, latency, pool size."""
+    names = list(measures) if measures is not None else common_measures(reports)
+    header = ["method", "index", "judged", *names, "q/s", "p50 ms", "pool mean"]
     rows = []
     for r in reports:
         label = _label(r)
@@ -266,7 +315,7 @@ def markdown_table(reports: Sequence[dict[str, Any]]) -> str:
         lat = r.get("latency_ms", {})
         rows.append([
             label, index, str(r.get("queries", {}).get("judged", "?")),
-            *(f"{float(r['metrics'][m]):.4f}" for m in METRICS),
+            *(f"{float(r['metrics'][m]):.4f}" for m in names),
             f"{float(r.get('throughput_qps', float('nan'))):.1f}",
             f"{float(lat.get('p50', float('nan'))):.2f}",
             f"{float(r.get('pool', {}).get('mean', float('nan'))):.1f}",

@@ -9,7 +9,23 @@ Formats
     queries   qid<TAB>query                 (the text after the first tab; may be empty)
     qrels     qid iter docid rel            (TREC; any whitespace; also MS MARCO's tab form)
               qid docid                     (two columns: relevance 1)
-    runs      qid Q0 docid rank score tag   (scores written with repr(): exact round trip)
+    runs      qid Q0 docid rank score tag
+
+Run scores that evaluate the same everywhere. trec_eval (and pytrec_eval, and ir_measures
+through it) ignores the rank column: it re-sorts each query by score descending, then docno
+descending, and it holds scores as 32-bit floats, so two float64 scores one ulp apart tie.
+Our order (score desc, matches desc, id asc) then differs from theirs wherever scores tie,
+which binary signals make frequent. `trec_scores` therefore writes, by default, scores that
+are strictly decreasing *as float32* along our ranking:
+
+    written[0] = largest float32 <= score[0]
+    written[i] = min(largest float32 <= score[i], the float32 just below written[i-1])
+
+Each written score is <= the true one and within (ties before it + 1) float32 ulps of it
+(1,000 tied scores of 10.0 end about 1e-3 below it); the text is the repr of that float32's
+exact float64 value, so any reader (float32 or float64) gets back the same strict order.
+The true float64 scores stay in `ssr search --json` and in the API; `scores="exact"` writes
+them with repr() instead (an exact round trip, but ties then evaluate in trec_eval's order).
 """
 
 from __future__ import annotations
@@ -21,7 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
+
 from ..errors import InputError
+
+RUN_SCORES = ("trec", "exact")
+RUN_SCORES_DOC = ("trec: float32 scores strictly decreasing along our order (each <= the true score), "
+                  "so trec_eval, pytrec_eval and ir_measures keep the ranking; the true scores are not in the file")
 
 Qrels = dict[str, dict[str, int]]
 
@@ -124,14 +146,61 @@ def _check_token(value: str, what: str) -> None:
         raise ValueError(f"{what} {value!r} is empty or contains whitespace: it cannot go in a TREC run")
 
 
+_F32_MAX_KEY = int(np.array(np.finfo(np.float32).max, dtype=np.float32).view(np.int32))
+
+
+def trec_scores(scores: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Scores for a run file that keep the given order under trec_eval's re-sort (module docstring).
+
+    Parameters
+    ----------
+    scores : (n,) float
+        A ranking's true scores, best first (non-increasing).
+
+    Returns
+    -------
+    (n,) float64
+        Values exactly representable as float32, strictly decreasing, each <= its true score.
+    """
+    true = np.asarray(scores, dtype=np.float64)
+    if true.size == 0:
+        return true.copy()
+    if not np.all(np.isfinite(true)):
+        raise ValueError("scores must be finite")
+    if np.any(true[1:] > true[:-1]):
+        raise ValueError("scores must be non-increasing (best first)")
+    with np.errstate(over="ignore"):  # beyond float32: +inf steps down to the largest float32
+        f32 = true.astype(np.float32)  # nearest; step down where that rounded up
+    up = f32.astype(np.float64) > true
+    f32[up] = np.nextafter(f32[up], np.float32(-np.inf))
+    f32[f32 == 0] = np.float32(0.0)  # -0.0 and +0.0 are one value: one key
+    # float32 -> integer key with the same order (x >= 0: its bits; x < 0: minus its magnitude
+    # bits), so "the float32 just below" is key - 1 and the cascade is a running minimum
+    bits = f32.view(np.int32).astype(np.int64)
+    key = np.where(bits >= 0, bits, -(bits & 0x7FFFFFFF))
+    steps = np.arange(true.size, dtype=np.int64)
+    key = np.minimum.accumulate(key + steps) - steps
+    if key[-1] < -_F32_MAX_KEY:
+        raise ValueError("scores too close to the float32 minimum to be made strictly decreasing")
+    out_bits = np.where(key >= 0, key, (-key) | 0x80000000).astype(np.uint32)
+    return out_bits.view(np.float32).astype(np.float64)
+
+
 class RunWriter:
     """Writes a TREC run query by query; the file appears atomically (FILE.tmp, then os.replace)
-    when the `with` block ends without an exception, and nothing is left behind otherwise."""
+    when the `with` block ends without an exception, and nothing is left behind otherwise.
 
-    def __init__(self, path: str | os.PathLike[str], tag: str = "ssr"):
+    `scores="trec"` (default) writes `trec_scores` (stable under trec_eval's re-sort);
+    `scores="exact"` writes the true float64 scores with repr().
+    """
+
+    def __init__(self, path: str | os.PathLike[str], tag: str = "ssr", scores: str = "trec"):
         _check_token(tag, "tag")
+        if scores not in RUN_SCORES:
+            raise ValueError(f"scores must be one of {RUN_SCORES}, got {scores!r}")
         self.path = Path(path)
         self.tag = tag
+        self.scores = scores
         self.tmp = self.path.with_name(self.path.name + ".tmp")
         self.lines = 0
         self._f: TextIO | None = None
@@ -146,11 +215,12 @@ class RunWriter:
         _check_token(qid, "query id")
         if len(docids) != len(scores):
             raise ValueError(f"query {qid}: {len(docids)} documents but {len(scores)} scores")
+        written = trec_scores(scores).tolist() if self.scores == "trec" else [float(x) for x in scores]
         lines = []
-        for rank, (docid, score) in enumerate(zip(docids, scores, strict=True), start=1):
+        for rank, (docid, score) in enumerate(zip(docids, written, strict=True), start=1):
             _check_token(docid, "document id")
-            # repr: the shortest text that reads back as the same float64
-            lines.append(f"{qid} Q0 {docid} {rank} {float(score)!r} {self.tag}\n")
+            # repr: the shortest text that reads back as the same float64 (float32 values exactly)
+            lines.append(f"{qid} Q0 {docid} {rank} {score!r} {self.tag}\n")
         self._f.writelines(lines)
         self.lines += len(lines)
 
@@ -167,12 +237,13 @@ def write_run(
     path: str | os.PathLike[str],
     run: Iterable[tuple[str, Sequence[str], Sequence[float]]],
     tag: str = "ssr",
+    scores: str = "trec",
 ) -> int:
     """Write (qid, docids, scores) triples as `qid Q0 docid rank score tag`; returns lines written.
 
-    A query without results writes no line: run files cannot hold it.
+    A query without results writes no line: run files cannot hold it. `scores` as in `RunWriter`.
     """
-    with RunWriter(path, tag) as writer:
+    with RunWriter(path, tag, scores) as writer:
         for qid, docids, scores in run:
             writer.add(qid, docids, scores)
     return writer.lines
