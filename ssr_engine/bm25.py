@@ -112,14 +112,25 @@ class BM25Searcher:
         """The kernel's flat result: (offsets int64[Q + 1], docs, scores, matches, pool int64[Q])."""
         check_k(k)
         q_offsets, q_terms, q_weights = self._flat_terms(queries)
+        return self.run_terms(q_offsets, q_terms, q_weights, k, threads)
+
+    def run_terms(self, q_offsets: np.ndarray, q_terms: np.ndarray, q_weights: np.ndarray, k: int | None,
+                  threads: int | None = None, avgdl: float | None = None, doc_rank: np.ndarray | None = None):
+        """The kernel over prepared query terms (per query: term ids, weights = idf * query frequency).
+
+        `avgdl` and `doc_rank` default to the index's own; a part of a larger collection (a live
+        index's segment) passes the collection's avgdl and its id order.
+        """
         idx = self.index
-        with self._lock, numba_threads(threads, len(queries)) as n_threads:
-            chunks = max(1, min(n_threads, len(queries)))
+        nq = len(q_offsets) - 1
+        with self._lock, numba_threads(threads, nq) as n_threads:
+            chunks = max(1, min(n_threads, nq))
             if self._workspace is None or self._workspace[0].shape[0] < chunks:
                 self._workspace = bm25_kernels.bm25_workspace(chunks, self.n_docs)
             return bm25_kernels.bm25_batch(
                 q_offsets, q_terms, q_weights, idx.postings_indptr, idx.postings_docs, idx.postings_tf,
-                idx.doc_lengths, self.avgdl, self.k1, self.b, idx.doc_rank, 0 if k is None else k,
+                idx.doc_lengths, self.avgdl if avgdl is None else avgdl, self.k1, self.b,
+                idx.doc_rank if doc_rank is None else doc_rank, 0 if k is None else k,
                 n_chunks=chunks, workspace=self._workspace,
             )
 

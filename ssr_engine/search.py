@@ -87,17 +87,7 @@ class Searcher:
         texts = [[q.encode("utf-8", "surrogatepass")] for q in queries]
         batch = self._extractor.extract(*pack_values(texts))
         hashes = hash_spans(batch.data, batch.offsets, self.seed, self.mask)
-        vocab = self.index.vocab
-        terms = np.full(hashes.shape[0], -1, dtype=np.int64)
-        if vocab.shape[0] and hashes.shape[0]:
-            pos = np.searchsorted(vocab, hashes)
-            inside = np.flatnonzero(pos < vocab.shape[0])
-            same_hash = inside[vocab[pos[inside]] == hashes[inside]]
-            # a hash hit is a match only when the strings agree (the vocabulary has no collisions,
-            # but a query signal outside it may share a hash with a term)
-            same = kernels.spans_equal(batch.data, batch.offsets, same_hash, self.index.signal_bytes,
-                                       self.index.signal_offsets, pos[same_hash])
-            terms[same_hash[same]] = pos[same_hash[same]]
+        terms = lookup_terms(self.index, batch.data, batch.offsets, hashes)
         return batch, terms
 
     def query_batch(self, queries: Sequence[str]) -> QueryBatch:
@@ -194,3 +184,22 @@ class Searcher:
         terms, weights = qb.terms[shared].tolist(), qb.weights[shared].tolist()
         pairs = [(self.index.signal(t), w) for t, w in zip(terms, weights, strict=True)]
         return sorted(pairs, key=lambda p: (p[1], p[0]))
+
+
+def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """Term id in `index` of each signal (bytes data[offsets[i]:offsets[i + 1]], hash hashes[i]).
+
+    -1 when the vocabulary lacks it. A hash hit is a match only when the strings agree (the
+    vocabulary has no collisions, but a query signal outside it may share a hash with a term).
+    Returns int64[len(hashes)].
+    """
+    vocab = index.vocab
+    terms = np.full(hashes.shape[0], -1, dtype=np.int64)
+    if vocab.shape[0] and hashes.shape[0]:
+        pos = np.searchsorted(vocab, hashes)
+        inside = np.flatnonzero(pos < vocab.shape[0])
+        same_hash = inside[vocab[pos[inside]] == hashes[inside]]
+        same = kernels.spans_equal(data, offsets, same_hash, index.signal_bytes, index.signal_offsets,
+                                   pos[same_hash])
+        terms[same_hash[same]] = pos[same_hash[same]]
+    return terms

@@ -94,19 +94,40 @@ class DocIdTable:
         """Write doc_ids.parquet and doc_rank.npy; returns the id settings for the manifest."""
         ids = pa.chunked_array(self.chunks, type=pa.string()).combine_chunks()
         pq.write_table(pa.table({"id": ids}), out_dir / "doc_ids.parquet")
-        integer = bool(pc.all(pc.match_substring_regex(ids, f"^{INTEGER_ID}$")).as_py())
-        order: np.ndarray
-        if integer:
+        integer = ids_are_integer(ids)
+        rank = rank_ids(ids, integer)
+        save_array(out_dir, "doc_rank", rank)
+        return {"integer": integer, "order": "integer" if integer else "string"}
+
+
+def ids_are_integer(ids: pa.Array) -> bool:
+    """True when every id is a base-10 integer (the collection's ids then sort as integers)."""
+    return bool(pc.all(pc.match_substring_regex(ids, f"^{INTEGER_ID}$")).as_py())
+
+
+def rank_ids(ids: pa.Array, integer: bool) -> np.ndarray:
+    """Position of each id in ascending id order (uint32[len(ids)]): as integers (equal values by
+    their strings) when `integer`, else as strings. Under `integer`, ids that are not integers
+    (deleted documents of a live index may be) come last, in string order.
+    """
+    order: np.ndarray
+    if integer:
+        is_int = pc.match_substring_regex(ids, f"^{INTEGER_ID}$").to_numpy(zero_copy_only=False)
+        if not is_int.all():
+            rows = np.flatnonzero(is_int)
+            rest = np.flatnonzero(~is_int)
+            head = rows[np.argsort(rank_ids(ids.take(pa.array(rows)), True), kind="stable")]
+            tail = rest[np.argsort(rank_ids(ids.take(pa.array(rest)), False), kind="stable")]
+            order = np.concatenate([head, tail])
+        else:
             try:
                 values = pc.cast(ids, pa.int64())
                 table = pa.table({"value": values, "id": ids})
                 order = pc.sort_indices(table, sort_keys=[("value", "ascending"), ("id", "ascending")]).to_numpy()
             except pa.ArrowInvalid:  # beyond int64: Python integers
-                py = ids.to_pylist()
-                order = np.array(id_order(py), dtype=np.int64)
-        else:
-            order = pc.sort_indices(ids).to_numpy()  # UTF-8 byte order = code point order = Python str order
-        rank = np.empty(len(ids), dtype=np.uint32)
-        rank[order] = np.arange(len(ids), dtype=np.uint32)
-        save_array(out_dir, "doc_rank", rank)
-        return {"integer": integer, "order": "integer" if integer else "string"}
+                order = np.array(id_order(ids.to_pylist()), dtype=np.int64)
+    else:
+        order = pc.sort_indices(ids).to_numpy()  # UTF-8 byte order = code point order = Python str order
+    rank = np.empty(len(ids), dtype=np.uint32)
+    rank[order] = np.arange(len(ids), dtype=np.uint32)
+    return rank

@@ -1,0 +1,444 @@
+"""A collection made of parts: score each part with the collection's global weights, merge by the full key.
+
+A part is one immutable index in the on-disk format (a segment of a live index, a shard) plus the
+documents deleted from it. Scores depend on the collection only through N and df (SSR) or N, df and
+avgdl (BM25), so a collection split into parts answers exactly as one index over its live documents:
+
+- global N = sum over parts of live documents; global df(s) = sum over parts of df_part(s) minus the
+  part's deleted df of s (counted from its forward index when documents are deleted); BM25's avgdl =
+  live tokens / live documents. Weights come from `scoring.signal_weight` / `bm25.lucene_idf` on those
+  integers, so they are the floats a fresh build computes.
+- each part is searched by the ordinary kernels with those weights (per query in ascending weight:
+  the canonical summation) and returns its exact local top-k; deleted documents are dropped after
+  the kernel, which is asked for k + (deleted documents of the part) so that none is missed;
+- `kernels.merge.merge_ranked` merges the parts' lists under (score desc, matches desc, id asc),
+  ids compared as the collection's order demands (integers only when every live id is one), never
+  by part.
+
+Inside a part, ties are broken by a rank array in the collection's id order (`Part.rank`): the
+part's own `doc_rank` when its order is the collection's, else one computed at open.
+
+`Part`, `deletion_stats` and `PartsSearcher` are the reusable pieces (live indexes use them; a
+sharded search over parts with one global weight table can too).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import SsrError
+from .extract import Extractor, pack_values
+from .format import Index
+from .hashing import hash_mask, hash_spans
+from .kernels import ssr as kernels
+from .kernels.merge import merge_ranked
+from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
+from .scoring import signal_weight
+from .search import lookup_terms
+from .stopwords import StopwordList
+
+# queries per round: each round holds every part's top-k of every query (ids included) in memory
+_ROUND = 128
+_ROUND_ALL = 16
+
+
+@dataclass
+class Part:
+    """One immutable index and what has been deleted from it.
+
+    deleted: bool[N] (None: nothing); deleted_terms int64 (sorted) and deleted_df int64: for each
+    term some deleted document holds, how many deleted documents hold it; deleted_length: tokens
+    of the deleted documents (BM25). `deletion_stats` computes the last three from `deleted`.
+    """
+
+    index: Index
+    deleted: np.ndarray | None = None
+    deleted_terms: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    deleted_df: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    deleted_length: int = 0
+    n_deleted: int = 0
+
+    @classmethod
+    def with_deletions(cls, index: Index, deleted: np.ndarray | None) -> Part:
+        if deleted is None or not deleted.any():
+            return cls(index)
+        terms, df, length = deletion_stats(index, deleted)
+        return cls(index, deleted, terms, df, length, int(np.count_nonzero(deleted)))
+
+    @property
+    def n_docs(self) -> int:
+        return self.index.n_docs
+
+    @property
+    def n_live(self) -> int:
+        return self.n_docs - self.n_deleted
+
+    def live_df(self, terms: np.ndarray) -> np.ndarray:
+        """Live document frequency of term ids `terms` (int64, all >= 0)."""
+        indptr = self.index.postings_indptr
+        df = (indptr[terms + 1] - indptr[terms]).astype(np.int64)
+        if self.deleted_terms.shape[0]:
+            pos = np.searchsorted(self.deleted_terms, terms)
+            pos = np.minimum(pos, self.deleted_terms.shape[0] - 1)
+            hit = self.deleted_terms[pos] == terms
+            df[hit] -= self.deleted_df[pos[hit]]
+        return df
+
+    def total_length(self) -> int:
+        """Tokens of the live documents (BM25 indexes)."""
+        assert self.index.doc_lengths is not None
+        return int(np.asarray(self.index.doc_lengths).sum(dtype=np.int64)) - self.deleted_length
+
+
+def deletion_stats(index: Index, deleted: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(terms int64 sorted, df int64, tokens) of the documents flagged in `deleted` (bool[N]).
+
+    Read from the forward index: only the deleted documents' rows are touched.
+    """
+    docs = np.flatnonzero(deleted)
+    fi = index.forward_indptr
+    starts = np.asarray(fi[docs], dtype=np.int64)
+    lengths = np.asarray(fi[docs + 1], dtype=np.int64) - starts
+    total = int(lengths.sum())
+    rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(total)
+    terms = np.asarray(index.forward_terms[rows], dtype=np.int64)
+    uniq, counts = np.unique(terms, return_counts=True)
+    tokens = 0
+    if index.doc_lengths is not None:
+        tokens = int(np.asarray(index.doc_lengths[docs]).sum(dtype=np.int64))
+    return uniq.astype(np.int64), counts.astype(np.int64), tokens
+
+
+def same_settings(a: Index, b: Index) -> str | None:
+    """Why two indexes cannot be parts of one collection, or None when they can."""
+    if a.scoring != b.scoring:
+        return f"scoring {a.scoring!r} vs {b.scoring!r}"
+    sa, sb = _settings(a), _settings(b)
+    for key in ("stopwords_sha256", "cap", "bigrams", "stem"):
+        if sa.get(key) != sb.get(key):
+            return f"signal setting {key}: {sa.get(key)!r} vs {sb.get(key)!r}"
+    if sa["hash"].get("name") != sb["hash"].get("name") or sa["hash"].get("bits") != sb["hash"].get("bits"):
+        return "hash function or width differs"
+    return None
+
+
+class PartsSearcher:
+    """Exact search over parts of one collection: global weights, per-part kernels, merge by full key.
+
+    `integer`: whether the collection's live ids are all integers (the id order); computed from
+    the parts' ids when not given. Result `docs` are collection-wide numbers: the part's first
+    number (the sum of the earlier parts' sizes, deleted documents included) plus its doc id.
+    """
+
+    def __init__(self, parts: Sequence[Part], method: str | None = None, integer: bool | None = None,
+                 block: int = kernels.DEFAULT_BLOCK, k1: float = BM25_K1, b: float = BM25_B):
+        if not parts:
+            raise SsrError("a collection needs at least one part")
+        self.parts = list(parts)
+        first = self.parts[0].index
+        for p in self.parts[1:]:
+            why = same_settings(first, p.index)
+            if why:
+                raise SsrError(f"{p.index.path}: cannot be searched with {first.path}: {why}")
+        self.scoring = first.scoring
+        self.method = method or ("ssr" if self.scoring == "ssr" else "bm25")
+        check_method(self.method, ("ssr", "exhaustive") if self.scoring == "ssr" else ("bm25",))
+        settings = _settings(first)
+        self.stopwords = StopwordList(settings["stopwords_id"], frozenset(settings["stopwords"]))
+        self.cap = int(settings["cap"]) if settings.get("cap") is not None else None
+        self.stem = bool(settings.get("stem", False))
+        self.block = block
+        self.n_live = sum(p.n_live for p in self.parts)
+        self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
+        self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
+        self.ranks = [part_rank(p.index, self.integer) for p in self.parts]
+        if self.scoring == "ssr":
+            self._extractor = Extractor(self.stopwords, self.cap)
+        else:
+            from .bm25 import BM25Searcher
+
+            self._bm25 = [BM25Searcher(p.index, k1=k1, b=b) for p in self.parts]
+            tokens = sum(p.total_length() for p in self.parts)
+            # as a fresh build: the mean over all live documents; no tokens gives no results anyway
+            self.avgdl = tokens / self.n_live if tokens and self.n_live else 1.0
+
+    @property
+    def n_docs(self) -> int:
+        return self.n_live
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        if self.scoring == "ssr":
+            return {"weight": "ln((N + 1) / (df + 1)) + 1", "order": "score desc, matches desc, id asc",
+                    "parts": len(self.parts)}
+        b = self._bm25[0]
+        return {"k1": b.k1, "b": b.b, "avgdl": self.avgdl, "stem": self.stem, "parts": len(self.parts)}
+
+    # ------------------------------------------------------------------------------- SSR
+
+    def query_terms(self, queries: Sequence[str]):
+        """Per part, the query terms as the kernels take them, with global weights.
+
+        Returns (signal batch, weights float64 per signal (0 where no live document has it),
+        per part (offsets, terms, weights) in ascending weight per query, plus the signals' rows).
+        """
+        texts = [[q.encode("utf-8", "surrogatepass")] for q in queries]
+        batch = self._extractor.extract(*pack_values(texts))
+        n_sig = batch.offsets.shape[0] - 1
+        query_of = np.repeat(np.arange(len(queries), dtype=np.int64), np.diff(batch.doc_offsets))
+        hashes: dict[tuple[int, int], np.ndarray] = {}
+        df = np.zeros(n_sig, dtype=np.int64)
+        found = []
+        for p in self.parts:
+            h = _settings(p.index)["hash"]
+            key = (int(h["seed"]), int(h.get("bits", 64)))
+            if key not in hashes:
+                hashes[key] = hash_spans(batch.data, batch.offsets, np.uint64(key[0]), hash_mask(key[1]))
+            terms = lookup_terms(p.index, batch.data, batch.offsets, hashes[key])
+            live = np.zeros(n_sig, dtype=np.int64)
+            known = np.flatnonzero(terms >= 0)
+            live[known] = p.live_df(terms[known])
+            df += live
+            found.append((terms, live))
+        weights = np.zeros(n_sig, dtype=np.float64)
+        alive = np.flatnonzero(df > 0)
+        if alive.shape[0]:
+            udf, inverse = np.unique(df[alive], return_inverse=True)
+            # the one scoring function, so math.log's rounding is a fresh build's
+            uw = np.array([signal_weight(self.n_live, d) for d in udf.tolist()], dtype=np.float64)
+            weights[alive] = uw[inverse]
+        per_part = []
+        for terms, live in found:
+            sel = np.flatnonzero(live > 0)  # a term whose documents are all deleted adds nothing here
+            qo, w = query_of[sel], weights[sel]
+            order = np.lexsort((w, qo))
+            offsets = np.zeros(len(queries) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(qo, minlength=len(queries)), out=offsets[1:])
+            per_part.append((offsets, terms[sel][order], w[order], sel[order]))
+        return batch, weights, per_part
+
+    def search(self, query: str, k: int | None = 10) -> SearchResult:
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int | None = 10,
+                     threads: int | None = None) -> list[SearchResult]:
+        """Top-k of every query over all parts (k=None: every candidate), exactly as one index would answer."""
+        check_k(k)
+        queries = list(queries)
+        out: list[SearchResult] = []
+        step = _ROUND if k is not None else _ROUND_ALL
+        with numba_threads(threads, len(queries)):
+            for start in range(0, len(queries), step):
+                chunk = queries[start : start + step]
+                if self.scoring == "ssr":
+                    out += self._ssr_round(chunk, k, self.method)
+                else:
+                    out += self._bm25_round(chunk, k)
+        return out
+
+    def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
+        """int64[Q]: live documents sharing a signal (BM25: a token) with each query."""
+        return np.array([len(r) for r in self.search_batch(queries, None, threads)], dtype=np.int64)
+
+    def _ssr_round(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
+        _, _, per_part = self.query_terms(queries)
+        results = []
+        for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):
+            kk = None if k is None else k + p.n_deleted
+            ix = p.index
+            if method == "ssr":
+                res = kernels.search_batch(ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs,
+                                           offsets, terms, weights, kk, block=self.block)
+            else:
+                res = kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, self.ranks[i], ix.n_terms,
+                                               offsets, terms, weights, kk)
+            results.append(_drop_deleted(p, *res, k))
+        return self._merge(results, len(queries), k, use_matches=True)
+
+    # ------------------------------------------------------------------------------ BM25
+
+    def _bm25_round(self, queries: list[str], k: int | None) -> list[SearchResult]:
+        from .bm25 import lucene_idf
+        from .stemming import bm25_tokens
+
+        counts = [Counter(bm25_tokens(q, self.stopwords.words, self.stem)) for q in queries]
+        tokens = sorted({t for c in counts for t in c})
+        tid = np.array([[s.term_id(t) for t in tokens] for s in self._bm25], dtype=np.int64).reshape(
+            len(self.parts), len(tokens))
+        live = np.zeros_like(tid)
+        for i, p in enumerate(self.parts):
+            known = np.flatnonzero(tid[i] >= 0)
+            live[i, known] = p.live_df(tid[i, known])
+        df = live.sum(axis=0)
+        idf = {t: lucene_idf(self.n_live, int(df[j])) for j, t in enumerate(tokens) if df[j] > 0}
+        col = {t: j for j, t in enumerate(tokens)}
+        results = []
+        for i, p in enumerate(self.parts):
+            offsets = np.zeros(len(queries) + 1, dtype=np.int64)
+            q_terms: list[int] = []
+            q_weights: list[float] = []
+            for q, c in enumerate(counts):
+                # the part's term order (ascending term id = hash order) is a fresh build's
+                pairs = sorted((int(tid[i, col[t]]), n * idf[t]) for t, n in c.items() if live[i, col[t]] > 0)
+                q_terms += [t for t, _ in pairs]
+                q_weights += [w for _, w in pairs]
+                offsets[q + 1] = len(q_terms)
+            kk = None if k is None else k + p.n_deleted
+            off, docs, scores, matches, _ = self._bm25[i].run_terms(
+                offsets, np.array(q_terms, dtype=np.int64), np.array(q_weights, dtype=np.float64), kk,
+                avgdl=self.avgdl, doc_rank=self.ranks[i])
+            results.append(_drop_deleted(p, off, docs, scores, matches, k))
+        return self._merge(results, len(queries), k, use_matches=False)
+
+    # ----------------------------------------------------------------------------- merge
+
+    def _merge(self, results, nq: int, k: int | None, use_matches: bool) -> list[SearchResult]:
+        if len(results) == 1:
+            offsets, docs, scores, matches = results[0]
+            ids = self.parts[0].index.ids_of(docs)
+            return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
+                    for a, z in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+        n_parts = len(results)
+        sizes = np.stack([np.diff(r[0]) for r in results], axis=1)  # [Q, S]
+        table = np.zeros((nq, n_parts + 1), dtype=np.int64)
+        np.cumsum(sizes, axis=1, out=table[:, 1:])
+        starts = np.concatenate([[0], np.cumsum(table[:, -1])[:-1]]).astype(np.int64)
+        table += starts[:, None]
+        total = int(table[-1, -1]) if nq else 0
+        scores = np.empty(total, dtype=np.float64)
+        matches = np.empty(total, dtype=np.int32)
+        docs = np.empty(total, dtype=np.int64)
+        id_parts = []
+        dests = []
+        for s, (offsets, d, sc, m) in enumerate(results):
+            query_of = np.repeat(np.arange(nq, dtype=np.int64), np.diff(offsets))
+            dest = table[query_of, s] + (np.arange(d.shape[0], dtype=np.int64) - offsets[query_of])
+            scores[dest], matches[dest], docs[dest] = sc, m, d + self.bases[s]
+            id_parts.append(self.parts[s].index.ids_of(d))
+            dests.append(dest)
+        width = max([a.dtype.itemsize // 4 for a in id_parts] + [1])
+        ids = np.empty(total, dtype=f"<U{width}")
+        for dest, a in zip(dests, id_parts, strict=True):
+            ids[dest] = a
+        codes = ids.view(np.uint32).reshape(total, width)
+        out_offsets, rows = merge_ranked(table, scores, matches, codes, 0 if k is None else k, use_matches,
+                                         self.integer)
+        ids, scores, matches, docs = ids[rows], scores[rows], matches[rows], docs[rows]
+        return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
+                for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]
+
+    # --------------------------------------------------------------------------- explain
+
+    def internal_id(self, doc_id: str) -> int | None:
+        """The collection-wide number of the live document with external id `doc_id`, or None."""
+        for i, p in enumerate(self.parts):
+            d = p.index.internal_id(doc_id)
+            if d is not None and (p.deleted is None or not p.deleted[d]):
+                return int(self.bases[i]) + d
+        return None
+
+    def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
+        """Shared signals (BM25: tokens) of `query` and a live document, with global weights, ascending.
+
+        `doc`: an external id, or a collection-wide number as in `SearchResult.docs`.
+        """
+        doc = internal_doc(doc, self.internal_id, "collection")
+        i = int(np.searchsorted(self.bases, doc, side="right")) - 1
+        if not 0 <= doc < int(self.bases[-1]):
+            raise SsrError(f"no document number {doc}")
+        if self.scoring != "ssr":
+            return self._bm25_explain(query, i, doc - int(self.bases[i]))
+        d = doc - int(self.bases[i])
+        _, _, per_part = self.query_terms([query])
+        _, terms, weights, _ = per_part[i]
+        ix = self.parts[i].index
+        a, z = int(ix.forward_indptr[d]), int(ix.forward_indptr[d + 1])
+        shared = np.isin(terms, np.asarray(ix.forward_terms[a:z], dtype=np.int64))
+        pairs = [(ix.signal(t), w) for t, w in zip(terms[shared].tolist(), weights[shared].tolist(), strict=True)]
+        return sorted(pairs, key=lambda p: (p[1], p[0]))
+
+    def _bm25_explain(self, query: str, i: int, d: int) -> list[tuple[str, float]]:
+        """BM25 shares of the query tokens part i's document d holds, with the collection's idf and avgdl."""
+        from .bm25 import lucene_idf
+        from .stemming import bm25_tokens
+
+        counts = Counter(bm25_tokens(query, self.stopwords.words, self.stem))
+        ix, s = self.parts[i].index, self._bm25[i]
+        assert ix.postings_tf is not None and ix.doc_lengths is not None
+        norm = s.k1 * ((1.0 - s.b) + s.b * float(ix.doc_lengths[d]) / self.avgdl)
+        shares = []
+        for token, n in counts.items():
+            t = s.term_id(token)
+            if t < 0:
+                continue
+            a, z = int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
+            pos = a + int(np.searchsorted(ix.postings_docs[a:z], d))
+            if pos < z and int(ix.postings_docs[pos]) == d:
+                df = sum(int(p.live_df(np.array([b.term_id(token)]))[0]) for p, b in zip(self.parts, self._bm25,
+                         strict=True) if b.term_id(token) >= 0)
+                tf = float(ix.postings_tf[pos])
+                shares.append((token, n * lucene_idf(self.n_live, df) * (tf / (norm + tf))))
+        return sorted(shares, key=lambda p: (p[1], p[0]))
+
+
+def _drop_deleted(part: Part, offsets, docs, scores, matches, k: int | None):
+    """A part's kernel result without its deleted documents, each query cut to k."""
+    if part.deleted is None:
+        return offsets, docs, scores, matches
+    nq = offsets.shape[0] - 1
+    query_of = np.repeat(np.arange(nq, dtype=np.int64), np.diff(offsets))
+    keep = ~part.deleted[docs]
+    if k is not None:
+        kept_before = np.cumsum(keep) - keep  # kept rows before each row, over the whole batch
+        first = np.concatenate([[0], np.cumsum(keep)])[offsets[:-1]]  # kept rows before each query
+        keep &= (kept_before - first[query_of]) < k
+    counts = np.bincount(query_of[keep], minlength=nq)
+    new = np.zeros(nq + 1, dtype=np.int64)
+    np.cumsum(counts, out=new[1:])
+    return new, docs[keep], scores[keep], matches[keep]
+
+
+def live_ids_are_integers(parts: Sequence[Part]) -> bool:
+    """Whether every live id of the collection is a base-10 integer."""
+    import pyarrow.compute as pc
+
+    from .ids import INTEGER_ID
+
+    for p in parts:
+        if _ids_info(p.index).get("integer"):
+            continue  # every id of the part is an integer, deleted or not
+        is_int = pc.match_substring_regex(p.index.doc_id_array(), f"^{INTEGER_ID}$").to_numpy(zero_copy_only=False)
+        if p.deleted is not None:
+            is_int = is_int | p.deleted
+        if not bool(np.all(is_int)):
+            return False
+    return True
+
+
+def part_rank(index: Index, integer: bool) -> np.ndarray:
+    """The part's documents ranked in the collection's id order (its own doc_rank when the orders agree)."""
+    if bool(_ids_info(index).get("integer")) == integer:
+        return index.doc_rank
+    from .indexing.doc_ids import rank_ids
+
+    return rank_ids(index.doc_id_array(), integer)
+
+
+def _settings(index: Index) -> dict:
+    """The index's signal settings as a plain dict (the manifest may hold them typed)."""
+    s = index.settings
+    if isinstance(s, dict):
+        return s
+    from dataclasses import asdict
+
+    return asdict(s)
+
+
+def _ids_info(index: Index) -> dict:
+    m = index.manifest
+    return dict(m.get("ids", {})) if isinstance(m, dict) else dict(m.ids)

@@ -1,0 +1,130 @@
+"""Parts of one collection (`ssr_engine.parts`): global weights, deletions and the merge by full key,
+compared bit for bit with one index built over the live documents."""
+
+from __future__ import annotations
+
+import functools
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ssr_engine import build_index
+from ssr_engine.bm25 import BM25Searcher
+from ssr_engine.errors import SsrError
+from ssr_engine.format import open_index
+from ssr_engine.kernels.merge import id_compare
+from ssr_engine.parts import Part, PartsSearcher
+from ssr_engine.ids import id_order, ids_are_integers
+from ssr_engine.search import Searcher
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+
+
+def write_tsv(path: Path, docs: list[tuple[str, str]]) -> Path:
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for doc_id, text in docs:
+            f.write(f"{doc_id}\t{text}\n")
+    return path
+
+
+def text(rng: random.Random) -> str:
+    # a ten-word vocabulary: many documents share a score, so ties decide most ranks
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 7)))
+
+
+def assert_identical(got, want) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a.ids.tolist() == b.ids.tolist()
+        assert a.scores.tobytes() == b.scores.tobytes()
+        assert a.matches.tolist() == b.matches.tolist()
+
+
+# ------------------------------------------------------------------------- id order in the merge
+
+
+def _sorted_by_kernel(ids: list[str]) -> list[str]:
+    width = max(len(i) for i in ids)
+    codes = np.array(ids, dtype=f"<U{width}").view(np.uint32).reshape(len(ids), width)
+    integer = ids_are_integers(ids)
+    rows = sorted(range(len(ids)), key=functools.cmp_to_key(lambda a, b: id_compare(codes, a, b, integer)))
+    return [ids[r] for r in rows]
+
+
+int_ids = st.builds(lambda sign, zeros, n: sign + "0" * zeros + str(n), st.sampled_from(["", "-"]),
+                    st.integers(0, 2), st.integers(0, 10**25))
+str_ids = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(int_ids, str_ids), min_size=1, max_size=30, unique=True)
+       | st.lists(int_ids, min_size=1, max_size=30, unique=True))
+def test_merge_compares_ids_as_the_collection_orders_them(ids):
+    assert _sorted_by_kernel(ids) == [ids[i] for i in id_order(ids)]
+
+
+# ---------------------------------------------------------------------- parts vs a fresh build
+
+
+def make_parts(tmp: Path, parts_docs, deleted, scoring):
+    parts, live = [], []
+    for s, docs in enumerate(parts_docs):
+        out = build_index(write_tsv(tmp / f"c{s}.tsv", docs), tmp / f"p{s}", quiet=True, scoring=scoring)
+        mask = np.array([d in deleted for d, _ in docs])
+        parts.append(Part.with_deletions(open_index(out), mask))
+        live += [(d, t) for d, t in docs if d not in deleted]
+    fresh = open_index(build_index(write_tsv(tmp / "live.tsv", live), tmp / "fresh", quiet=True, scoring=scoring))
+    return parts, fresh
+
+
+def id_sets(kind: str, rng: random.Random):
+    """Three parts' ids and the ids to delete."""
+    if kind == "integer":  # integer order differs from string order ("9" < "10"); "7" and "007" by string
+        ids = [[str(3 * v + s) for v in range(40)] for s in range(3)]  # interleaved across parts
+        ids[2][0] = "007"
+        ids[1][0] = "-3"
+    elif kind == "string":
+        ids = [[f"{rng.choice('abcXY')}{v}" for v in range(s * 40, s * 40 + 40)] for s in range(3)]
+    else:  # one part's non-integer ids are all deleted: the live collection orders as integers
+        ids = [[str(3 * v + s) for v in range(40)] for s in range(3)]
+        ids[1][:5] = [f"doc{v}" for v in range(5)]
+    deleted = {i for part in ids for i in part if rng.random() < 0.25}
+    if kind == "mixed-deleted":
+        deleted |= {f"doc{v}" for v in range(5)}
+    return ids, deleted
+
+
+@pytest.mark.parametrize("scoring", ["ssr", "bm25"])
+@pytest.mark.parametrize("kind", ["integer", "string", "mixed-deleted"])
+def test_parts_answer_as_one_fresh_build(tmp_path, scoring, kind):
+    rng = random.Random(f"{scoring}-{kind}")
+    ids, deleted = id_sets(kind, rng)
+    parts_docs = [[(i, text(rng)) for i in part] for part in ids]
+    parts, fresh = make_parts(tmp_path, parts_docs, deleted, scoring)
+    searcher = PartsSearcher(parts)
+    assert searcher.n_live == fresh.n_docs
+    assert searcher.integer == (kind != "string")
+    reference = Searcher(fresh) if scoring == "ssr" else BM25Searcher(fresh)
+    queries = [text(rng) for _ in range(150)] + ["", "nothing matches"]
+    for k in (1, 7, None):
+        assert_identical(searcher.search_batch(queries, k), reference.search_batch(queries, k))
+    if scoring == "ssr":
+        exhaustive = PartsSearcher(parts, method="exhaustive")
+        for k in (1, None):
+            assert_identical(exhaustive.search_batch(queries, k), reference.search_batch(queries, k))
+    assert searcher.pool_sizes(queries).tolist() == reference.pool_sizes(queries).tolist()
+    for q in queries[:20]:
+        hit = searcher.search(q, 1)
+        if len(hit):
+            assert searcher.explain(q, str(hit.ids[0])) == reference.explain(q, str(hit.ids[0]))
+
+
+def test_parts_of_different_settings_are_refused(tmp_path):
+    a = build_index(write_tsv(tmp_path / "a.tsv", [("1", "alpha beta")]), tmp_path / "a", quiet=True)
+    b = build_index(write_tsv(tmp_path / "b.tsv", [("2", "alpha beta")]), tmp_path / "b", quiet=True, cap=3)
+    with pytest.raises(SsrError, match="cap"):
+        PartsSearcher([Part(open_index(a)), Part(open_index(b))])
