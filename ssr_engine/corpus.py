@@ -1,21 +1,42 @@
-"""Streaming readers of collections (MS MARCO TSV, JSONL) in chunks, with line numbers.
+"""Streaming readers of collections in chunks, with line numbers.
 
-A chunk carries its text as UTF-8 bytes plus value spans, ready for `extract`;
-nothing per document is turned into Python strings except the external ids.
+Sources: MS MARCO TSV (`id<TAB>text`, optionally after a header line), JSONL (ours, BEIR's
+`corpus.jsonl` and Pyserini's JsonCollection), any Python iterable of documents, and
+ir_datasets (`irds:NAME`). Files compressed with gzip, bzip2, xz or zstd are recognised by
+their magic bytes, whatever their name.
+
+A document is one or more *values* (fields): a JSONL `title` is a value of its own before
+the body, so bigrams never span title and body (DESIGN.md 6). A chunk carries its text as
+UTF-8 bytes plus value spans, ready for `extract`; nothing per document is turned into Python
+strings except the external ids.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
 import json
-from collections.abc import Iterator
+import lzma
+import os
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
 from .errors import InputError
 
 READ_BLOCK = 1 << 24  # bytes read at a time while looking for chunk_docs complete lines
+
+# (magic bytes, name): how compressed input is recognised, by content rather than by file name
+MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
+_DECOMPRESS_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError)
+ID_KEYS = ("id", "_id", "docid", "doc_id")  # ours, BEIR, Pyserini/ir_datasets spellings
+ITERABLE_LABEL = "<python iterable>"
 
 
 @dataclass
@@ -35,25 +56,76 @@ class Chunk:
     value_ends: np.ndarray  # int64
     doc_values: np.ndarray  # int64[n_docs + 1]
     bad: list[BadLine] = field(default_factory=list)
+    source_pos: int = 0  # bytes of the source consumed up to the end of this chunk (compressed, for files)
 
     @property
     def n_docs(self) -> int:
         return len(self.ids)
 
 
-def _complete_line_blocks(path: Path, chunk_docs: int) -> Iterator[tuple[bytes, int]]:
-    """Yield (bytes of up to chunk_docs whole lines, 1-based number of their first line)."""
+def sniff_compression(path: str | Path) -> str | None:
+    """'gzip', 'bzip2', 'xz' or 'zstd' from the file's first bytes; None for anything else."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror}") from exc
+    for magic, name in MAGIC:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def open_input(path: str | Path) -> tuple[IO[bytes], IO[bytes]]:
+    """(decompressed byte stream, the raw file under it) for a file, compressed or not.
+
+    The raw file's position tells how much of the input has been consumed (progress).
+    """
+    path = Path(path)
+    kind = sniff_compression(path)
+    raw = open(path, "rb")  # noqa: SIM115 (closed by the caller, with the stream)
+    if kind is None:
+        return raw, raw
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+    if kind == "bzip2":
+        return bz2.BZ2File(raw, "rb"), raw
+    if kind == "xz":
+        return lzma.LZMAFile(raw, "rb"), raw
+    try:
+        import zstandard
+    except ImportError:
+        raw.close()
+        raise InputError(path, None, "zstd-compressed input needs the 'zstandard' package") from None
+    return zstandard.ZstdDecompressor().stream_reader(raw), raw
+
+
+def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0) -> Iterator[tuple[bytes, int, int]]:
+    """Yield (bytes of up to chunk_docs whole lines, 1-based number of their first line, input position).
+
+    The first `skip_lines` lines (a header) are dropped; line numbers still count them.
+    """
     first_line = 1
     pending = b""
     eof = False
-    with open(path, "rb") as f:
+    stream, raw = open_input(path)
+    with raw, stream as f:
         while True:
-            while not eof and pending.count(b"\n") < chunk_docs:
-                block = f.read(READ_BLOCK)
+            while not eof and pending.count(b"\n") < chunk_docs + skip_lines:
+                try:
+                    block = f.read(READ_BLOCK)
+                except _DECOMPRESS_ERRORS as exc:
+                    raise InputError(path, first_line + pending.count(b"\n"),
+                                     f"cannot decompress ({exc})") from None
                 if block:
                     pending += block
                 else:
                     eof = True
+            while skip_lines and pending:
+                cut = pending.find(b"\n")
+                pending = pending[cut + 1 :] if cut >= 0 else b""
+                first_line += 1
+                skip_lines -= 1
             if not pending:
                 return
             start, n = 0, 0
@@ -66,7 +138,7 @@ def _complete_line_blocks(path: Path, chunk_docs: int) -> Iterator[tuple[bytes, 
                 body, pending = pending, b""
             else:
                 body, pending = pending[:start], pending[start:]
-            yield body, first_line
+            yield body, first_line, raw.tell()
             first_line += body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
 
 
@@ -94,10 +166,10 @@ def _fail_or_record(path: Path, line: int, reason: str, skip: bool, bad: list[Ba
     bad.append(BadLine(line, reason))
 
 
-def read_tsv(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False) -> Iterator[Chunk]:
-    """MS MARCO form: `id<TAB>text` per line (a further tab belongs to the text)."""
+def read_tsv(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, header: bool = False) -> Iterator[Chunk]:
+    """MS MARCO form: `id<TAB>text` per line (a further tab belongs to the text); `header`: skip line 1."""
     path = Path(path)
-    for raw, first_line in _complete_line_blocks(path, chunk_docs):
+    for raw, first_line, pos in _complete_line_blocks(path, chunk_docs, 1 if header else 0):
         arr = np.frombuffer(raw, dtype=np.uint8)
         newlines = np.flatnonzero(arr == 10)
         ends = newlines if raw.endswith(b"\n") else np.append(newlines, len(raw))
@@ -140,7 +212,57 @@ def read_tsv(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False) ->
             value_ends=ends[kept].astype(np.int64),
             doc_values=np.arange(n + 1, dtype=np.int64),
             bad=sorted(bad, key=lambda b: b.line),
+            source_pos=pos,
         )
+
+
+def document_fields(obj: Any) -> tuple[str, list[str]]:
+    """(id, values) of one document given as a mapping, a (id, text) pair or an object with
+    `doc_id` and `text` (ir_datasets); ValueError with the reason otherwise.
+
+    Mapping keys: the id is `id`, `_id`, `docid` or `doc_id`; the body is `fields` (a list of
+    strings), `text` or `contents`; a non-empty `title` comes first as a value of its own.
+    """
+    if isinstance(obj, dict):
+        key = next((k for k in ID_KEYS if k in obj), None)
+        doc_id = obj.get(key) if key is not None else None
+        title = obj.get("title")
+        if "fields" in obj:
+            body = obj["fields"]
+            if not isinstance(body, list) or not all(isinstance(v, str) for v in body):
+                raise ValueError('"fields" must be a list of strings')
+        elif isinstance(obj.get("text"), str):
+            body = [obj["text"]]
+        elif isinstance(obj.get("contents"), str):
+            body = [obj["contents"]]
+        else:
+            raise ValueError('needs a string "text" or "contents", or a list "fields"')
+    elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not hasattr(obj, "_fields"):
+        doc_id, text = obj
+        title = None
+        if not isinstance(text, str):
+            raise ValueError("the text of an (id, text) pair must be a string")
+        body = [text]
+    elif hasattr(obj, "doc_id"):  # ir_datasets' namedtuples: doc_id, text or default_text(), title
+        doc_id = obj.doc_id
+        title = getattr(obj, "title", None)
+        text = getattr(obj, "text", None)
+        if not isinstance(text, str):
+            text = obj.default_text() if hasattr(obj, "default_text") else None
+            title = None  # default_text() already holds the title where the dataset has one
+        if not isinstance(text, str):
+            raise ValueError(f"document {doc_id!r} has no text")
+        body = [text]
+    else:
+        raise ValueError("expected a mapping, an (id, text) pair or an object with doc_id and text")
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+        raise ValueError(f"missing or non-string/integer id (keys: {', '.join(ID_KEYS)})")
+    doc_id = str(doc_id)
+    if not doc_id or any(c.isspace() for c in doc_id):
+        raise ValueError(f"document id {doc_id!r} is empty or contains whitespace")
+    if title is not None and not isinstance(title, str):
+        raise ValueError('"title" must be a string')
+    return doc_id, ([title] if title else []) + list(body)
 
 
 def _jsonl_document(path: Path, line: int, raw: bytes) -> tuple[str, list[str]]:
@@ -152,27 +274,35 @@ def _jsonl_document(path: Path, line: int, raw: bytes) -> tuple[str, list[str]]:
         raise InputError(path, line, f"invalid JSON ({exc.msg} at column {exc.colno})") from exc
     if not isinstance(obj, dict):
         raise InputError(path, line, "expected a JSON object")
-    doc_id = obj.get("id")
-    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
-        raise InputError(path, line, "missing or non-string/integer \"id\"")
-    doc_id = str(doc_id)
-    if not doc_id or any(c.isspace() for c in doc_id):
-        raise InputError(path, line, f"document id {doc_id!r} is empty or contains whitespace")
-    if "fields" in obj:
-        fields = obj["fields"]
-        if not isinstance(fields, list) or not all(isinstance(v, str) for v in fields):
-            raise InputError(path, line, "\"fields\" must be a list of strings")
-        return doc_id, fields
-    text = obj.get("text")
-    if not isinstance(text, str):
-        raise InputError(path, line, "needs a string \"text\" or a list \"fields\"")
-    return doc_id, [text]
+    try:
+        return document_fields(obj)
+    except ValueError as exc:
+        raise InputError(path, line, str(exc)) from None
+
+
+def _values_chunk(ids: list[str], lines: list[int], values: list[bytes], counts: list[int], bad: list[BadLine],
+                  pos: int) -> Chunk:
+    sizes = np.array([len(v) for v in values], dtype=np.int64)
+    ends = np.cumsum(sizes)
+    doc_values = np.zeros(len(ids) + 1, dtype=np.int64)
+    doc_values[1:] = np.cumsum(np.array(counts, dtype=np.int64))
+    return Chunk(
+        ids=ids,
+        lines=np.array(lines, dtype=np.int64),
+        data=np.frombuffer(b"".join(values), dtype=np.uint8),
+        value_starts=ends - sizes,
+        value_ends=ends,
+        doc_values=doc_values,
+        bad=bad,
+        source_pos=pos,
+    )
 
 
 def read_jsonl(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False) -> Iterator[Chunk]:
-    """One JSON object per line: {"id": ..., "text": "..."} or {"id": ..., "fields": [...]}."""
+    """One JSON object per line: {"id", "text"} or {"id", "fields": [...]}; BEIR {"_id", "title",
+    "text"}; Pyserini {"id", "contents"} (see `document_fields`)."""
     path = Path(path)
-    for raw, first_line in _complete_line_blocks(path, chunk_docs):
+    for raw, first_line, pos in _complete_line_blocks(path, chunk_docs):
         ids: list[str] = []
         lines: list[int] = []
         values: list[bytes] = []
@@ -192,35 +322,110 @@ def read_jsonl(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False) 
             lines.append(first_line + i)
             values.extend(v.encode("utf-8", "surrogatepass") for v in fields)
             counts.append(len(fields))
-        sizes = np.array([len(v) for v in values], dtype=np.int64)
-        ends = np.cumsum(sizes)
-        doc_values = np.zeros(len(ids) + 1, dtype=np.int64)
-        doc_values[1:] = np.cumsum(np.array(counts, dtype=np.int64))
-        yield Chunk(
-            ids=ids,
-            lines=np.array(lines, dtype=np.int64),
-            data=np.frombuffer(b"".join(values), dtype=np.uint8),
-            value_starts=ends - sizes,
-            value_ends=ends,
-            doc_values=doc_values,
-            bad=bad,
-        )
+        yield _values_chunk(ids, lines, values, counts, bad, pos)
+
+
+def read_documents(docs: Iterable[Any], chunk_docs: int, skip_bad_lines: bool = False,
+                   label: str = ITERABLE_LABEL) -> Iterator[Chunk]:
+    """Documents from any iterable (`document_fields` says what an item may be); the "line" of an
+    item in errors and in the manifest is its 1-based position."""
+    ids: list[str] = []
+    lines: list[int] = []
+    values: list[bytes] = []
+    counts: list[int] = []
+    bad: list[BadLine] = []
+    consumed = 0
+    for position, item in enumerate(docs, start=1):
+        try:
+            doc_id, fields = document_fields(item)
+            encoded = [v.encode("utf-8") for v in fields]
+        except (ValueError, UnicodeEncodeError) as exc:
+            reason = f"not valid UTF-8 text ({exc.reason})" if isinstance(exc, UnicodeEncodeError) else str(exc)
+            if not skip_bad_lines:
+                raise InputError(label, position, reason) from None
+            bad.append(BadLine(position, reason))
+            continue
+        ids.append(doc_id)
+        lines.append(position)
+        values.extend(encoded)
+        counts.append(len(encoded))
+        consumed += sum(len(v) for v in encoded)
+        if len(ids) >= chunk_docs:
+            yield _values_chunk(ids, lines, values, counts, bad, consumed)
+            ids, lines, values, counts, bad = [], [], [], [], []
+    if ids or bad:
+        yield _values_chunk(ids, lines, values, counts, bad, consumed)
+
+
+def irds_dataset(name: str) -> Any:
+    """The ir_datasets dataset `name` (with or without the `irds:` prefix); SsrError if unavailable."""
+    from .errors import SsrError
+
+    name = name[5:] if name.startswith("irds:") else name
+    try:
+        import ir_datasets
+    except ImportError:
+        raise SsrError(f"irds:{name}: needs ir_datasets (pip install 'ssr_engine[irds]')") from None
+    try:
+        return ir_datasets.load(name)
+    except KeyError:
+        raise SsrError(f"irds:{name}: no such ir_datasets dataset") from None
+
+
+def read_irds(name: str, chunk_docs: int, skip_bad_lines: bool = False) -> Iterator[Chunk]:
+    """The documents of an ir_datasets dataset (`irds:NAME`)."""
+    from .errors import SsrError
+
+    dataset = irds_dataset(name)
+    if not dataset.has_docs():
+        raise SsrError(f"{name}: this ir_datasets dataset has no documents")
+    return read_documents(dataset.docs_iter(), chunk_docs, skip_bad_lines, label=name)
 
 
 def detect_format(path: str | Path) -> str:
-    """'jsonl' for *.jsonl / *.json files, else 'tsv'."""
-    suffix = Path(path).suffix.lower()
-    return "jsonl" if suffix in (".jsonl", ".json", ".ndjson") else "tsv"
+    """'jsonl' or 'tsv': by the name (.jsonl/.json/.ndjson, .tsv/.txt, a compression suffix
+    aside), else by the content (a first non-blank byte `{` is JSONL)."""
+    name = Path(path).name.lower()
+    for suffix in COMPRESSED_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    suffix = os.path.splitext(name)[1]
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    if suffix in (".tsv", ".txt"):
+        return "tsv"
+    stream, raw = open_input(path)
+    with raw, stream:
+        try:
+            head = stream.read(4096)
+        except _DECOMPRESS_ERRORS as exc:
+            raise InputError(path, None, f"cannot decompress ({exc})") from None
+    return "jsonl" if head.lstrip().startswith(b"{") else "tsv"
 
 
-def read_collection(path: str | Path, fmt: str, chunk_docs: int, skip_bad_lines: bool = False) -> Iterator[Chunk]:
-    path = Path(path)
+def is_dataset(source: object) -> bool:
+    """True for an `irds:NAME` string."""
+    return isinstance(source, str) and source.startswith("irds:")
+
+
+def read_collection(source: str | os.PathLike[str] | Iterable[Any], fmt: str, chunk_docs: int,
+                    skip_bad_lines: bool = False, header: bool = False) -> Iterator[Chunk]:
+    """Chunks of a file (TSV or JSONL, maybe compressed), an `irds:NAME` dataset or an iterable."""
+    if is_dataset(source):
+        return read_irds(str(source), chunk_docs, skip_bad_lines)
+    if not isinstance(source, (str, os.PathLike)):
+        if isinstance(source, (bytes, io.IOBase)):
+            raise InputError(repr(source)[:40], None, "give a path or an iterable of documents")
+        return read_documents(source, chunk_docs, skip_bad_lines)
+    path = Path(source)
     if not path.is_file():
         raise InputError(path, None, "no such file")
     if fmt == "auto":
         fmt = detect_format(path)
+    if header and fmt != "tsv":
+        raise InputError(path, None, "header applies to TSV collections only")
     if fmt == "tsv":
-        return read_tsv(path, chunk_docs, skip_bad_lines)
+        return read_tsv(path, chunk_docs, skip_bad_lines, header)
     if fmt == "jsonl":
         return read_jsonl(path, chunk_docs, skip_bad_lines)
     raise InputError(path, None, f"unknown collection format {fmt!r} (expected tsv, jsonl or auto)")
@@ -245,4 +450,5 @@ def select_docs(chunk: Chunk, keep: np.ndarray) -> Chunk:
         value_ends=chunk.value_ends[values],
         doc_values=doc_values,
         bad=chunk.bad,
+        source_pos=chunk.source_pos,
     )

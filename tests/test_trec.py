@@ -66,7 +66,8 @@ def test_qrels_forms(tmp_path):
 @pytest.mark.parametrize(
     "data,line,fragment",
     [
-        (b"1 0 d1\n", 1, "3 columns"),
+        (b"1 0 d1\n", 1, "relevance 'd1' is not an integer"),  # 3 columns: BEIR's qid docid rel
+        (b"1 0 d1 1 7\n", 1, "5 columns"),
         (b"1 0 d1 1\n1 d2\n", 2, "4 columns like the first line"),
         (b"1 0 d1 x\n", 1, "not an integer"),
         (b"1 0 d1 1\n1 0 d1 0\n", 2, "judged twice"),

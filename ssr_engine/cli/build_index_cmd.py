@@ -6,10 +6,15 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--collection", required=True, metavar="FILE", help="MS MARCO TSV (id<TAB>text) or JSONL")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--collection", metavar="FILE",
+                        help="MS MARCO TSV (id<TAB>text) or JSONL (ours, BEIR corpus.jsonl, Pyserini JsonCollection); "
+                             "gzip, bzip2, xz or zstd compression is recognised by content")
+    source.add_argument("--dataset", metavar="irds:NAME", help="the documents of an ir_datasets dataset")
     p.add_argument("--out", required=True, metavar="DIR", help="index directory to create")
     p.add_argument("--format", dest="fmt", choices=("auto", "tsv", "jsonl"), default="auto",
-                   help="collection format (default: by file extension, .jsonl/.json = JSONL)")
+                   help="collection format (default: by file extension, .jsonl/.json = JSONL, else by content)")
+    p.add_argument("--header", action="store_true", help="the TSV's first line is a header: skip it")
     p.add_argument("--scoring", choices=("ssr", "bm25"), default="ssr",
                    help="ssr: binary capped signals (default); bm25: unigram term frequencies")
     p.add_argument("--stem", action="store_true", help="Porter-stem BM25 terms (needs the 'stem' extra)")
@@ -27,11 +32,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from ..errors import SsrError
     from ..format import open_index
     from ..indexing import build_index
 
+    if args.dataset is not None and not args.dataset.startswith("irds:"):
+        raise SsrError(f"--dataset {args.dataset!r}: expected irds:NAME (an ir_datasets id)")
     out = build_index(
-        args.collection, args.out, fmt=args.fmt, stopwords=args.stopwords, cap=args.cap, chunk_docs=args.chunk_docs,
+        args.collection if args.collection is not None else args.dataset, args.out, fmt=args.fmt, header=args.header,
+        stopwords=args.stopwords, cap=args.cap, chunk_docs=args.chunk_docs,
         workers=args.workers, skip_bad_lines=args.skip_bad_lines, force=args.force, scoring=args.scoring,
         stem=args.stem, quiet=args.quiet,
     )

@@ -21,9 +21,11 @@ def _k(text: str) -> int | None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", required=True, metavar="DIR", help="an index built by `ssr build-index`")
-    p.add_argument("--queries", required=True, metavar="FILE", help="queries TSV: qid<TAB>query")
+    p.add_argument("--queries", required=True, metavar="FILE",
+                   help="queries: TSV qid<TAB>query, JSONL (BEIR queries.jsonl) or irds:NAME")
     p.add_argument("--qrels", required=True, metavar="FILE",
-                   help="judgements: 'qid 0 docid rel' (TREC or MS MARCO tab form) or 'qid<TAB>docid'")
+                   help="judgements: 'qid 0 docid rel' (TREC or MS MARCO tab form), BEIR's 'qid docid rel' "
+                        "(header skipped), 'qid<TAB>docid', or irds:NAME")
     p.add_argument("--method", default="ssr", choices=METHODS,
                    help="ssr (inverted index), exhaustive (full scan, same scores) or bm25 (a --scoring bm25 index)")
     p.add_argument("-k", type=_k, default=1000, help="results per query, or 'all' (default 1000)")

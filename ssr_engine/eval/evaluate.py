@@ -164,8 +164,8 @@ def run_evaluation(
         "method_settings": dict(retriever.settings),
         "index": _index_section(ix),
         "files": {
-            "queries": str(Path(queries).absolute()),
-            "qrels": str(Path(qrels).absolute()),
+            "queries": _source(queries),
+            "qrels": _source(qrels),
             "run": str(Path(run_path).absolute()) if run_path is not None else None,
         },
         "run_scores": RUN_SCORES_DOC if run_scores == "trec" else "exact: the true float64 scores (repr)",
@@ -237,6 +237,11 @@ def _index_section(ix: Index) -> dict[str, Any]:
         "signals": signals,
         "build": ix.manifest.get("build"),
     }
+
+
+def _source(path: str | os.PathLike[str]) -> str:
+    """An input file's absolute path, or an irds:NAME id as given."""
+    return path if isinstance(path, str) and path.startswith("irds:") else str(Path(path).absolute())
 
 
 def _numba_threads() -> int:

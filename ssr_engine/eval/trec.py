@@ -5,9 +5,12 @@ A leading UTF-8 byte-order mark and a trailing carriage return are tolerated; bl
 are ignored. Skipping malformed lines is opt-in: pass `skipped=[]` and the reader appends
 one message per skipped line instead of raising.
 
-Formats
+Formats (files may be gzip/bzip2/xz-compressed, recognised by content; `irds:NAME` reads the
+queries or qrels of an ir_datasets dataset)
     queries   qid<TAB>query                 (the text after the first tab; may be empty)
+              JSONL {"_id"|"id"|"query_id"|"qid": ..., "text"|"query": ...}   (BEIR, ours)
     qrels     qid iter docid rel            (TREC; any whitespace; also MS MARCO's tab form)
+              qid docid rel                 (BEIR's 3 columns; its header line is skipped)
               qid docid                     (two columns: relevance 1)
     runs      qid Q0 docid rank score tag
 
@@ -30,6 +33,7 @@ them with repr() instead (an exact round trip, but ties then evaluate in trec_ev
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,6 +43,7 @@ from typing import TextIO
 
 import numpy as np
 
+from ..corpus import is_dataset
 from ..errors import InputError
 
 RUN_SCORES = ("trec", "exact")
@@ -58,10 +63,7 @@ class Ranking:
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(1-based line number, text without the line ending) of every non-blank line."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror}") from exc
+    raw = _read_bytes(path)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
@@ -75,6 +77,71 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             yield lineno, text
 
 
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, decompressed when its magic bytes say gzip, bzip2, xz or zstd."""
+    from ..corpus import open_input, sniff_compression
+
+    try:
+        if sniff_compression(path) is None:
+            return path.read_bytes()
+        stream, raw = open_input(path)
+        with raw, stream:
+            return stream.read()
+    except InputError:
+        raise
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from exc
+    except Exception as exc:  # a corrupt compressed stream (zlib, lzma, EOF errors)
+        raise InputError(path, None, f"cannot decompress ({exc})") from exc
+
+
+def _irds_queries(name: str) -> dict[str, str]:
+    from ..corpus import irds_dataset
+    from ..errors import SsrError
+
+    dataset = irds_dataset(name)
+    if not dataset.has_queries():
+        raise SsrError(f"{name}: this ir_datasets dataset has no queries")
+    out: dict[str, str] = {}
+    for q in dataset.queries_iter():
+        text = getattr(q, "text", None)
+        out[str(q.query_id)] = text if isinstance(text, str) else q.default_text()
+    return out
+
+
+def _irds_qrels(name: str) -> Qrels:
+    from ..corpus import irds_dataset
+    from ..errors import SsrError
+
+    dataset = irds_dataset(name)
+    if not dataset.has_qrels():
+        raise SsrError(f"{name}: this ir_datasets dataset has no qrels")
+    qrels: Qrels = {}
+    for row in dataset.qrels_iter():
+        qrels.setdefault(str(row.query_id), {})[str(row.doc_id)] = int(row.relevance)
+    return qrels
+
+
+QUERY_ID_KEYS = ("_id", "id", "query_id", "qid")
+QRELS_HEADER_WORDS = ("score", "relevance", "rel", "label")
+QUERY_TEXT_KEYS = ("text", "query")
+
+
+def _json_query(path: Path, lineno: int, text: str) -> tuple[str, str]:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, lineno, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise InputError(path, lineno, "expected a JSON object")
+    qid = next((obj[k] for k in QUERY_ID_KEYS if k in obj), None)
+    query = next((obj[k] for k in QUERY_TEXT_KEYS if k in obj), None)
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not isinstance(query, str):
+        raise InputError(path, lineno, f"needs an id ({', '.join(QUERY_ID_KEYS)}) and a string "
+                                       f"{' or '.join(QUERY_TEXT_KEYS)}")
+    return str(qid), query
+
+
 def _bad(path: Path, lineno: int, message: str, skipped: list[str] | None) -> None:
     if skipped is None:
         raise InputError(path, lineno, message)
@@ -82,13 +149,30 @@ def _bad(path: Path, lineno: int, message: str, skipped: list[str] | None) -> No
 
 
 def read_queries(path: str | os.PathLike[str], skipped: list[str] | None = None) -> dict[str, str]:
-    """qid -> query text, in file order. Duplicate ids and lines without a tab are errors."""
+    """qid -> query text, in file order. Duplicate ids and lines without a tab are errors.
+
+    A file whose first line is a JSON object is JSONL (BEIR's queries.jsonl); `irds:NAME` reads
+    an ir_datasets dataset's queries.
+    """
+    if is_dataset(path):
+        return _irds_queries(str(path))
     path = Path(path)
     queries: dict[str, str] = {}
     first_line: dict[str, int] = {}
+    jsonl: bool | None = None
     for lineno, text in _lines(path):
-        qid, sep, query = text.partition("\t")
-        qid = qid.strip()
+        if jsonl is None:
+            jsonl = text.lstrip().startswith("{")
+        if jsonl:
+            try:
+                qid, query = _json_query(path, lineno, text)
+            except InputError as exc:
+                _bad(path, lineno, str(exc).split(": ", 1)[-1], skipped)
+                continue
+            sep = "\t"
+        else:
+            qid, sep, query = text.partition("\t")
+            qid = qid.strip()
         if not sep:
             _bad(path, lineno, "expected 'qid<TAB>query'", skipped)
             continue
@@ -106,24 +190,34 @@ def read_queries(path: str | os.PathLike[str], skipped: list[str] | None = None)
 
 
 def read_qrels(path: str | os.PathLike[str], skipped: list[str] | None = None) -> Qrels:
-    """qid -> {docid: relevance}. Four columns (TREC, MS MARCO) or two (relevance 1).
+    """qid -> {docid: relevance}. Four columns (TREC, MS MARCO), three (BEIR: qid docid rel, after
+    a header line such as `query-id corpus-id score`) or two (relevance 1); `irds:NAME` reads an
+    ir_datasets dataset's qrels.
 
     The first judgement fixes the column count; a later line with another count, a
     non-integer relevance or a repeated (qid, docid) pair is malformed.
     """
+    if is_dataset(path):
+        return _irds_qrels(str(path))
     path = Path(path)
     qrels: Qrels = {}
     columns = 0
+    first = True
     for lineno, text in _lines(path):
         fields = text.split()
-        if columns == 0 and len(fields) in (2, 4):
+        if first:
+            first = False
+            if len(fields) == 3 and fields[2].lower() in QRELS_HEADER_WORDS:
+                continue  # BEIR's header line: query-id corpus-id score
+        if columns == 0 and len(fields) in (2, 3, 4):
             columns = len(fields)
         if len(fields) != columns:
-            expected = "'qid 0 docid rel' or 'qid docid'" if columns == 0 else f"{columns} columns like the first line"
+            expected = ("'qid 0 docid rel', 'qid docid rel' or 'qid docid'" if columns == 0
+                        else f"{columns} columns like the first line")
             _bad(path, lineno, f"{len(fields)} columns, expected {expected}", skipped)
             continue
-        if columns == 4:
-            qid, docid, rel_text = fields[0], fields[2], fields[3]
+        if columns in (3, 4):
+            qid, docid, rel_text = fields[0], fields[columns - 2], fields[columns - 1]
             try:
                 rel = int(rel_text)
             except ValueError:

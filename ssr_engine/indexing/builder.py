@@ -10,6 +10,7 @@ import shutil
 import sys
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..corpus import BadLine, Chunk, read_collection
+from ..corpus import ITERABLE_LABEL, BadLine, Chunk, is_dataset, read_collection
 from ..errors import InputError, SsrError
 from ..extract import Extractor, SignalBatch
 from ..format import MANIFEST, read_manifest, write_manifest
@@ -34,10 +35,11 @@ _TMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.building-(?P<pid>\d+)-\d+$")
 
 
 def build_index(
-    collection: str | os.PathLike[str],
+    collection: str | os.PathLike[str] | Iterable[Any],
     out: str | os.PathLike[str],
     *,
     fmt: str = "auto",
+    header: bool = False,
     stopwords: str | os.PathLike[str] | StopwordList | frozenset[str] | None = None,
     cap: int = DEFAULT_CAP,
     chunk_docs: int = 100_000,
@@ -50,14 +52,29 @@ def build_index(
     hash_seed: int = 0,
     hash_bits: int = 64,
 ) -> Path:
-    """Build an index of `collection` (MS MARCO TSV or JSONL) into the directory `out`.
+    """Build an index of `collection` into the directory `out`.
+
+    `collection`: a file (MS MARCO TSV, `header=True` to skip a header line, or JSONL: ours, BEIR,
+    Pyserini; gzip/bzip2/xz/zstd recognised by content), an `"irds:NAME"` ir_datasets id, or any
+    iterable of documents: (id, text) pairs, dicts ({"id", "text"}, {"_id", "title", "text"},
+    {"id", "contents"}, {"id", "fields"}) or objects with `doc_id` and `text`. A title is a field
+    of its own: bigrams never span title and body.
 
     scoring="ssr": binary signals (capped unigrams + bigrams); scoring="bm25": unigram term
     frequencies and document lengths (no cap, no bigrams; optional Porter stemming).
     On a hash collision the build starts again with the next seed (recorded in the manifest).
     """
     started = time.time()
-    collection = Path(collection)
+    if isinstance(collection, (str, os.PathLike)) and not is_dataset(collection):
+        collection = Path(collection)
+    elif not is_dataset(collection):
+        try:
+            one_shot = iter(collection) is collection
+        except TypeError:
+            raise SsrError(f"collection: expected a path, 'irds:NAME' or an iterable of documents, "
+                           f"got {type(collection).__name__}") from None
+        if one_shot:
+            collection = _OneShot(collection)  # type: ignore[arg-type]
     out = Path(out).absolute()
     if scoring not in ("ssr", "bm25"):
         raise SsrError(f"unknown scoring {scoring!r} (expected ssr or bm25)")
@@ -85,15 +102,18 @@ def build_index(
             try:
                 stats = _build_into(
                     tmp, collection, fmt, stop, cap, chunk_docs, workers, skip_bad_lines, scoring, stem, quiet,
-                    seed, hash_bits,
+                    seed, hash_bits, header,
                 )
                 break
             except HashCollision as exc:
                 seeds_tried.append({"seed": seed, "collision": [exc.first, exc.second]})
                 shutil.rmtree(tmp)
+                if isinstance(collection, _OneShot):
+                    raise SsrError(f"signal hash collision ({exc}); a rebuild with another seed must read the "
+                                   "documents again: pass a list or a file, not a one-shot iterator") from exc
                 if len(seeds_tried) >= MAX_SEED_ATTEMPTS:
                     raise SsrError(
-                        f"{collection}: signal hash collisions under {MAX_SEED_ATTEMPTS} seeds "
+                        f"{_source_label(collection)}: signal hash collisions under {MAX_SEED_ATTEMPTS} seeds "
                         f"(hash of {hash_bits} bits); last: {exc}"
                     ) from exc
                 seed += 1
@@ -135,6 +155,41 @@ def build_index(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+class _OneShot:
+    """A one-shot iterator of documents (iterable once; a hash collision cannot restart it)."""
+
+    def __init__(self, it: Iterator[Any]):
+        self.it = it
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.it
+
+
+def _source_label(collection: Any) -> str:
+    if isinstance(collection, Path):
+        return str(collection)
+    if is_dataset(collection):
+        return str(collection)
+    return ITERABLE_LABEL
+
+
+def _source_total(collection: Any) -> tuple[int | None, str]:
+    """(total, unit) for the invert progress bar: input bytes of a file, documents where known."""
+    if isinstance(collection, Path):
+        return (collection.stat().st_size, "B") if collection.is_file() else (None, "B")
+    if is_dataset(collection):
+        from ..corpus import irds_dataset
+
+        try:
+            return int(irds_dataset(str(collection)).docs_count()), "docs"
+        except (TypeError, ValueError, AttributeError):
+            return None, "docs"
+    try:
+        return len(collection), "docs"
+    except TypeError:
+        return None, "docs"
 
 
 def _check_target(out: Path, force: bool) -> None:
@@ -219,7 +274,7 @@ def _stemmed_batch(chunk: Chunk, stop: StopwordList) -> SignalBatch:
 
 def _build_into(
     tmp: Path,
-    collection: Path,
+    collection: Path | str | Iterable[Any],
     fmt: str,
     stop: StopwordList,
     cap: int,
@@ -231,6 +286,7 @@ def _build_into(
     quiet: bool,
     seed: int,
     hash_bits: int,
+    header: bool = False,
 ) -> dict[str, Any]:
     from tqdm import tqdm
 
@@ -239,7 +295,8 @@ def _build_into(
     mask = hash_mask(hash_bits)
     run_dir = tmp / "runs"
     run_dir.mkdir()
-    ids = DocIdTable(collection)
+    label = _source_label(collection)
+    ids = DocIdTable(label)
     bad: list[BadLine] = []
     runs: list[RunInfo] = []
     n_docs = 0
@@ -251,33 +308,46 @@ def _build_into(
             batch = extractor.extract(chunk.data, chunk.value_starts, chunk.value_ends, chunk.doc_values)
         return write_run(run_dir, index, batch, first_doc, seed, mask, keep_tf)
 
-    bar = tqdm(desc="ssr build: invert", unit=" docs", unit_scale=True, disable=quiet, file=sys.stderr)
-    pending: deque[Future[RunInfo]] = deque()
+    total, unit = _source_total(collection)
+    # a file's bar counts input bytes (its total is known; documents are not), the others documents
+    bar = tqdm(desc="ssr build: invert", total=total, unit=unit if unit == "B" else " docs", unit_scale=True,
+               unit_divisor=1024 if unit == "B" else 1000, disable=quiet, file=sys.stderr)
+    pending: deque[tuple[Future[RunInfo], int]] = deque()
+    done_docs = 0
+    input_bytes = 0
+
+    def finish_one() -> None:
+        nonlocal done_docs
+        future, pos = pending.popleft()
+        run = future.result()
+        runs.append(run)
+        done_docs += run.n_docs
+        bar.update((pos - bar.n) if unit == "B" else run.n_docs)
+        if unit == "B":
+            bar.set_postfix_str(f"{done_docs:,} docs", refresh=False)
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssr-invert") as pool:
         try:
-            for chunk in read_collection(collection, fmt, chunk_docs, skip_bad_lines):
+            for chunk in read_collection(collection, fmt, chunk_docs, skip_bad_lines, header):
                 bad.extend(chunk.bad)
+                input_bytes = chunk.source_pos
                 chunk = ids.add(chunk, skip_bad_lines, bad)
                 if chunk.n_docs == 0:
                     continue
-                pending.append(pool.submit(process, len(runs) + len(pending), chunk, n_docs))
+                pending.append((pool.submit(process, len(runs) + len(pending), chunk, n_docs), chunk.source_pos))
                 n_docs += chunk.n_docs
                 while len(pending) > workers:  # bounded: at most workers + 1 chunks in memory
-                    run = pending.popleft().result()
-                    runs.append(run)
-                    bar.update(run.n_docs)
+                    finish_one()
             while pending:
-                run = pending.popleft().result()
-                runs.append(run)
-                bar.update(run.n_docs)
+                finish_one()
         finally:
-            for f in pending:
+            for f, _ in pending:
                 f.cancel()
             bar.close()
     if n_docs == 0:
-        raise InputError(collection, None, "empty collection: no documents")
+        raise InputError(label, None, "empty collection: no documents")
     if n_docs >= 2**32:
-        raise InputError(collection, None, f"{n_docs} documents: more than uint32 doc ids can address")
+        raise InputError(label, None, f"{n_docs} documents: more than uint32 doc ids can address")
 
     total_entries = sum(r.n_terms for r in runs)
     with tqdm(total=total_entries, desc="ssr build: merge", unit=" terms", unit_scale=True, disable=quiet,
@@ -295,9 +365,10 @@ def _build_into(
         },
         "ids": id_info,
         "input": {
-            "path": str(collection.absolute()),
-            "format": fmt,
-            "bytes": collection.stat().st_size,
+            "path": str(collection.absolute()) if isinstance(collection, Path) else label,
+            "format": fmt if isinstance(collection, Path) else ("irds" if is_dataset(collection) else "python"),
+            "header": header,
+            "bytes": collection.stat().st_size if isinstance(collection, Path) else input_bytes,
             "lines_skipped": len(bad),
             "skipped": [{"line": b.line, "reason": b.reason} for b in bad[:MAX_LISTED_BAD_LINES]],
         },
