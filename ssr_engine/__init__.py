@@ -24,6 +24,7 @@ __all__ = [
     "ReferenceIndex",
     "Retriever",
     "Searcher",
+    "BM25Searcher",
     "SearchResult",
     "open_retriever",
     "signals_many",
@@ -35,6 +36,7 @@ __all__ = [
 _LAZY = {
     "ReferenceIndex": ("reference", "ReferenceIndex"),
     "Searcher": ("search", "Searcher"),
+    "BM25Searcher": ("bm25", "BM25Searcher"),
     "SearchResult": ("retrieval", "SearchResult"),
     "Retriever": ("retrieval", "Retriever"),
     "open_retriever": ("retrieval", "open_retriever"),

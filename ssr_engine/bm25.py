@@ -15,6 +15,7 @@ desc, distinct matched query terms desc, doc_rank asc (the collection's id order
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -38,14 +39,19 @@ def lucene_idf(n_docs: int, df: int) -> float:
 
 
 class BM25Searcher:
-    """BM25 search over an opened BM25 index (memory-mapped arrays are read, never copied).
+    """BM25 search over a BM25 index, a directory or an opened `Index` (memory-mapped arrays are
+    read, never copied).
 
     A `retrieval.Retriever` with method "bm25".
     """
 
     method = "bm25"
 
-    def __init__(self, index: Index, k1: float = BM25_K1, b: float = BM25_B):
+    def __init__(self, index: Index | str | os.PathLike[str], k1: float = BM25_K1, b: float = BM25_B):
+        if not hasattr(index, "scoring"):
+            from .format import open_index
+
+            index = open_index(index)
         if index.scoring != "bm25" or index.postings_tf is None or index.doc_lengths is None:
             raise SsrError(
                 f"{index.path}: built with scoring={index.scoring!r}, without term frequencies; "
@@ -150,6 +156,17 @@ class BM25Searcher:
         ix = self.index
         with numba_threads(threads):
             return union_sizes(offsets, terms, ix.postings_indptr, ix.postings_docs, ix.n_docs)
+
+    def doc(self, doc_id: str | int) -> str:
+        """The stored text of a document: an external id (str) or an internal id (int).
+
+        Needs an index built with `store_text=True` (`--store-text`); SsrError otherwise.
+        """
+        from .docstore import DocStore, document_text
+
+        if getattr(self, "_doc_store", None) is None:
+            self._doc_store = DocStore(self.index)
+        return document_text(self.index, self._doc_store, doc_id)
 
     def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
         """The query tokens document `doc` (external or internal id) contains, each with its share of the score.

@@ -169,6 +169,17 @@ class Searcher:
 
     # ----------------------------------------------------------------------- explain
 
+    def doc(self, doc_id: str | int) -> str:
+        """The stored text of a document: an external id (str) or an internal id (int).
+
+        Needs an index built with `store_text=True` (`--store-text`); SsrError otherwise.
+        """
+        from .docstore import DocStore, document_text
+
+        if getattr(self, "_doc_store", None) is None:
+            self._doc_store = DocStore(self.index)
+        return document_text(self.index, self._doc_store, doc_id)
+
     def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
         """The signals `query` and document `doc` (external id, or internal id as in `SearchResult.docs`) share.
 

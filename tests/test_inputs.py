@@ -164,3 +164,43 @@ def test_ir_datasets_offline(irds_dataset, tmp_path, capsys):
     assert report["queries"]["judged"] == 2 and report["files"]["queries"] == f"irds:{name}"
     assert main(["build-index", "--dataset", "irds:no-such-dataset-xyz", "--out", str(tmp_path / "n")]) == 2
     assert "no such ir_datasets dataset" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scoring", ["ssr", "bm25"])
+def test_store_text_and_show_text(docs, tmp_path, capsys, scoring):
+    from ssr_engine import BM25Searcher, Searcher, verify_index
+
+    beir = [{"_id": d, "title": f"title of {d}", "text": t} for d, t in docs]
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in beir), encoding="utf-8")
+    idx = build_index(path, tmp_path / "idx", scoring=scoring, store_text=True, quiet=True, workers=2,
+                      chunk_docs=999)  # chunks that do not align with the store's row groups
+    assert verify_index(idx) == []
+    assert open_index(idx).manifest["doc_store"]["rows"] == len(docs)
+    searcher = BM25Searcher(idx) if scoring == "bm25" else Searcher(idx)
+    for i in (0, 1, 998, 999, len(docs) - 1):
+        d, t = docs[i]
+        assert searcher.doc(d) == f"title of {d}\n{t}"
+        assert searcher.doc(i) == f"title of {d}\n{t}"
+    with pytest.raises(KeyError):
+        searcher.doc("no-such-id")
+    # the CLI takes the method from the index and shows the stored text of each result
+    capsys.readouterr()
+    assert main(["search", "--index", str(idx), "--json", "--show-text", "-k", "3", docs[5][1]]) == 0
+    hit = json.loads(capsys.readouterr().out)["results"][0]
+    assert hit["text"] == searcher.doc(hit["id"])
+    assert main(["search", "--index", str(idx), "-k", "2", "--show-text", docs[5][1]]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(f" {scoring}") and lines[1].startswith("#\ttext\ttitle of ")
+    # a corrupted store is found by verify and reported, never a crash
+    store = Path(idx) / "doc_text.parquet"
+    data = bytearray(store.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    store.write_bytes(bytes(data))
+    assert any("doc_text.parquet" in p for p in verify_index(idx))
+
+
+def test_show_text_needs_a_store(docs, tmp_path, capsys):
+    idx = build_index(docs[:50], tmp_path / "idx", quiet=True, workers=1)
+    assert main(["search", "--index", str(idx), "--show-text", "flow"]) == 2
+    assert "--store-text" in capsys.readouterr().err

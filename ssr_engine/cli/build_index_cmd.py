@@ -26,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip malformed lines (counted and listed in the manifest) instead of failing")
     p.add_argument("--force", action="store_true", help="replace an existing index at --out")
+    p.add_argument("--store-text", action="store_true",
+                   help="keep every document's text in a zstd-compressed store (ssr search --show-text)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         args.collection if args.collection is not None else args.dataset, args.out, fmt=args.fmt, header=args.header,
         stopwords=args.stopwords, cap=args.cap, chunk_docs=args.chunk_docs,
         workers=args.workers, skip_bad_lines=args.skip_bad_lines, force=args.force, scoring=args.scoring,
-        stem=args.stem, quiet=args.quiet,
+        stem=args.stem, quiet=args.quiet, store_text=args.store_text,
     )
     m = open_index(out).manifest
     c = m["counts"]

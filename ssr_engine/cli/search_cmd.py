@@ -11,12 +11,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", dest="queries_file", metavar="FILE", help="TSV of qid<TAB>query, instead of QUERY")
     p.add_argument("-k", type=int, default=10, help="results per query (default 10)")
     p.add_argument("--all", action="store_true", help="every candidate instead of the top k")
-    p.add_argument("--method", default="ssr",
-                   help="ssr (inverted index, default), exhaustive (full scan, same results) or bm25 "
-                        "(an index built with --scoring bm25)")
+    p.add_argument("--method", default=None,
+                   help="ssr (inverted index), exhaustive (full scan, same results) or bm25; default: the index's "
+                        "own scoring (ssr, or bm25 for an index built with --scoring bm25)")
     p.add_argument("--threads", type=int, metavar="N", help="Numba threads (default: all cores)")
     p.add_argument("--json", action="store_true", help="one JSON object per query instead of a TREC run")
     p.add_argument("--explain", action="store_true", help="add each result's matched signals and weights")
+    p.add_argument("--show-text", action="store_true",
+                   help="add each result's stored text (an index built with --store-text)")
     p.add_argument("--tag", help="run tag, the TREC run's last column (default: the method)")
     p.add_argument("--run-scores", choices=("trec", "exact"), default="trec",
                    help="TREC output scores: trec (default; float32, strictly decreasing along our order, so "
@@ -34,12 +36,15 @@ def _lines(args: argparse.Namespace, retriever, qids: list[str], texts: list[str
     for qid, text, res in zip(qids, texts, results, strict=True):
         ids, scores, matches = res.ids.tolist(), res.scores.tolist(), res.matches.tolist()
         explained = [retriever.explain(text, d) for d in res.docs.tolist()] if args.explain else None
+        shown = [retriever.doc(d) for d in res.docs.tolist()] if args.show_text else None
         if args.json:
             hits = []
             for r, (doc, score, m) in enumerate(zip(ids, scores, matches, strict=True)):
                 hit = {"rank": r + 1, "id": doc, "score": score, "matches": m}
                 if explained is not None:
                     hit["explain"] = [[s, w] for s, w in explained[r]]
+                if shown is not None:
+                    hit["text"] = shown[r]
                 hits.append(hit)
             yield json.dumps({"qid": qid, "query": text, "results": hits}, ensure_ascii=False) + "\n"
             continue
@@ -50,6 +55,9 @@ def _lines(args: argparse.Namespace, retriever, qids: list[str], texts: list[str
             if explained is not None:
                 for s, w in explained[r]:
                     yield f"#\t{w!r}\t{s}\n"
+            if shown is not None:
+                # one comment line: newlines and tabs of the text shown as spaces
+                yield "#\ttext\t" + " ".join(shown[r].split()) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.queries) == bool(args.queries_file):
         raise SsrError("give either QUERY arguments or --queries FILE")
-    check_method(args.method)
+    if args.method is not None:
+        check_method(args.method)
     k = None if args.all else args.k
     check_k(k)
     check_threads(args.threads)
@@ -77,7 +86,14 @@ def run(args: argparse.Namespace) -> int:
         texts = list(args.queries)
         qids = [str(i) for i in range(1, len(texts) + 1)]
 
-    retriever = open_retriever(args.index, args.method)
+    from ..format import open_index
+
+    index = open_index(args.index)
+    if args.method is None:
+        args.method = "bm25" if index.scoring == "bm25" else "ssr"
+    retriever = open_retriever(index, args.method)
+    if args.show_text and index.n_docs:
+        retriever.doc(0)  # fails (no text stored) before any output is written
     results = retriever.search_batch(texts, k, threads=args.threads)
     lines = _lines(args, retriever, qids, texts, results)
     if args.output is None:

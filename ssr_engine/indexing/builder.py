@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import __version__
 from ..corpus import ITERABLE_LABEL, BadLine, Chunk, is_dataset, read_collection
+from ..docstore import DocStoreWriter
 from ..errors import InputError, SsrError
 from ..extract import Extractor, SignalBatch
 from ..format import MANIFEST, read_manifest, write_manifest
@@ -51,6 +52,7 @@ def build_index(
     quiet: bool = False,
     hash_seed: int = 0,
     hash_bits: int = 64,
+    store_text: bool = False,
 ) -> Path:
     """Build an index of `collection` into the directory `out`.
 
@@ -58,7 +60,8 @@ def build_index(
     Pyserini; gzip/bzip2/xz/zstd recognised by content), an `"irds:NAME"` ir_datasets id, or any
     iterable of documents: (id, text) pairs, dicts ({"id", "text"}, {"_id", "title", "text"},
     {"id", "contents"}, {"id", "fields"}) or objects with `doc_id` and `text`. A title is a field
-    of its own: bigrams never span title and body.
+    of its own: bigrams never span title and body. `store_text` keeps every document's text in a
+    compressed store (`docstore`), for `Searcher.doc` and `ssr search --show-text`.
 
     scoring="ssr": binary signals (capped unigrams + bigrams); scoring="bm25": unigram term
     frequencies and document lengths (no cap, no bigrams; optional Porter stemming).
@@ -102,7 +105,7 @@ def build_index(
             try:
                 stats = _build_into(
                     tmp, collection, fmt, stop, cap, chunk_docs, workers, skip_bad_lines, scoring, stem, quiet,
-                    seed, hash_bits, header,
+                    seed, hash_bits, header, store_text,
                 )
                 break
             except HashCollision as exc:
@@ -140,6 +143,7 @@ def build_index(
             },
             "ids": stats.pop("ids"),
             "input": stats.pop("input"),
+            **({"doc_store": stats.pop("doc_store")} if store_text else {}),
             "build": {
                 "ssr_engine_version": __version__,
                 "chunk_docs": chunk_docs,
@@ -287,6 +291,7 @@ def _build_into(
     seed: int,
     hash_bits: int,
     header: bool = False,
+    store_text: bool = False,
 ) -> dict[str, Any]:
     from tqdm import tqdm
 
@@ -297,6 +302,7 @@ def _build_into(
     run_dir.mkdir()
     label = _source_label(collection)
     ids = DocIdTable(label)
+    store = DocStoreWriter(tmp) if store_text else None
     bad: list[BadLine] = []
     runs: list[RunInfo] = []
     n_docs = 0
@@ -334,6 +340,8 @@ def _build_into(
                 chunk = ids.add(chunk, skip_bad_lines, bad)
                 if chunk.n_docs == 0:
                     continue
+                if store is not None:
+                    store.add(chunk)  # main thread, in id order
                 pending.append((pool.submit(process, len(runs) + len(pending), chunk, n_docs), chunk.source_pos))
                 n_docs += chunk.n_docs
                 while len(pending) > workers:  # bounded: at most workers + 1 chunks in memory
@@ -373,4 +381,5 @@ def _build_into(
             "skipped": [{"line": b.line, "reason": b.reason} for b in bad[:MAX_LISTED_BAD_LINES]],
         },
         "runs": len(runs),
+        **({"doc_store": store.close()} if store is not None else {}),
     }
