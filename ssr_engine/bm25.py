@@ -26,7 +26,7 @@ import numpy as np
 from .errors import ArgumentError, SsrError
 from .hashing import signal_hash
 from .kernels import bm25 as bm25_kernels
-from .kernels.bm25 import union_sizes
+from .kernels.candidates import union_sizes
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, internal_doc, numba_threads, split_results
 from .stemming import bm25_tokens
 

@@ -220,7 +220,7 @@ class Index:
         docs = np.asarray(docs, dtype=np.int64)
         self._load_ids()
         if self._id_fixed is not None:
-            from .kernels.ssr import gather_ids_ucs4
+            from .kernels.id_table import gather_ids_ucs4
 
             width = self._id_fixed.shape[1]
             return gather_ids_ucs4(self._id_fixed, docs).view(f"<U{width}").reshape(-1)

@@ -293,7 +293,7 @@ class PartsSearcher:
                 offsets, np.array(q_terms, dtype=np.int64), np.array(q_weights, dtype=np.float64), kk,
                 avgdl=self.avgdl, doc_rank=self.ranks[i])
             results.append(_drop_deleted(p, off, docs, scores, matches, k))
-        return self._merge(results, len(queries), k, use_matches=False)
+        return self._merge(results, len(queries), k, use_matches=True)  # BM25 keeps the full order too
 
     # ----------------------------------------------------------------------------- merge
 

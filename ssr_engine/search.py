@@ -20,7 +20,8 @@ from .extract import Extractor, pack_values
 from .format import Index, open_index
 from .hashing import hash_mask, hash_spans
 from .kernels import ssr as kernels
-from .kernels.bm25 import union_sizes
+from .kernels.candidates import union_sizes
+from .kernels.spans import spans_equal
 from .retrieval import SearchResult, check_k, check_method, internal_doc, numba_threads, split_results
 from .scoring import signal_weight
 from .stopwords import StopwordList
@@ -210,7 +211,6 @@ def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np
         pos = np.searchsorted(vocab, hashes)
         inside = np.flatnonzero(pos < vocab.shape[0])
         same_hash = inside[vocab[pos[inside]] == hashes[inside]]
-        same = kernels.spans_equal(data, offsets, same_hash, index.signal_bytes, index.signal_offsets,
-                                   pos[same_hash])
+        same = spans_equal(data, offsets, same_hash, index.signal_bytes, index.signal_offsets, pos[same_hash])
         terms[same_hash[same]] = pos[same_hash[same]]
     return terms

@@ -83,7 +83,7 @@ def oracle(doc_tokens, ids, query_tokens, k1=0.9, b=0.4, k=None):
                 m += 1
         if m:
             out.append((s, rank[d], d, m))
-    out.sort(key=lambda e: (-e[0], e[1]))
+    out.sort(key=lambda e: (-e[0], -e[3], e[1]))  # the full order: score, matches, id
     return out[:k] if k else out
 
 
@@ -108,8 +108,8 @@ def assert_matches_bm25s(searcher, ids, doc_tokens, queries_tokens, texts):
         got = res.scores
         want = ref[res.docs]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=0)
-        # ranking: score desc, then id order
-        keys = [(-s, int(searcher.index.doc_rank[d])) for s, d in zip(got, res.docs, strict=True)]
+        # ranking: score desc, matched terms desc, then id order
+        keys = [(-s, -m, int(searcher.index.doc_rank[d])) for s, m, d in zip(got, res.matches, res.docs, strict=True)]
         assert keys == sorted(keys)
         assert res.ids.tolist() == [ids[d] for d in res.docs]
         compared += len(got)

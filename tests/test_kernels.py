@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ssr_engine.ids import id_order
+from ssr_engine.kernels import spans, topk
 from ssr_engine.kernels import ssr as kernels
 from ssr_engine.reference import ReferenceIndex
 
@@ -220,5 +221,80 @@ def test_spans_equal():
     a_off = np.array([0, 5, 9, 14])
     b = np.frombuffer(b"betaalphagammb", dtype=np.uint8)
     b_off = np.array([0, 4, 9, 14])
-    out = kernels.spans_equal(a, a_off, np.array([0, 1, 2, 0]), b, b_off, np.array([1, 0, 2, 0]))
+    out = spans.spans_equal(a, a_off, np.array([0, 1, 2, 0]), b, b_off, np.array([1, 0, 2, 0]))
     assert out.tolist() == [True, True, False, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=6), min_size=1, max_size=12))
+def test_span_helpers_agree_with_python_bytes(words):
+    data = np.frombuffer(b"".join(words) or b"\0", dtype=np.uint8)
+    offsets = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in words], out=offsets[1:])
+    n = len(words)
+    pairs = np.array([(i, j) for i in range(n) for j in range(n)], dtype=np.int64)
+    eq = spans.spans_equal(data, offsets, pairs[:, 0], data, offsets, pairs[:, 1])
+    assert eq.tolist() == [words[i] == words[j] for i, j in pairs.tolist()]
+    for i, j in pairs.tolist():
+        want = (words[i] > words[j]) - (words[i] < words[j])
+        assert _compare(data, offsets, i, j) == want
+    picks = np.array(list(reversed(range(n))), dtype=np.int64)
+    g_off, g_data = spans.gather_spans(data, offsets, picks)
+    assert [g_data[g_off[i]:g_off[i + 1]].tobytes() for i in range(n)] == [words[p] for p in picks]
+
+
+@numba.njit
+def _compare_kernel(data, offsets, i, j):
+    a, b = offsets[i], offsets[j]
+    return spans.span_compare(data, a, offsets[i + 1] - a, data, b, offsets[j + 1] - b)
+
+
+def _compare(data, offsets, i, j):
+    return int(_compare_kernel(data, offsets, i, j))
+
+
+@numba.njit
+def _top_k(scores, matches, keys, cap):
+    hs, hm, hk = topk.heap_arrays(cap)
+    size = 0
+    for i in range(scores.shape[0]):
+        if not topk.rejects(hs, hm, 0, size, cap, scores[i], matches[i]):
+            size = topk.heap_push(hs, hm, hk, 0, size, cap, scores[i], matches[i], keys[i])
+    topk.deheap_sort(hs, hm, hk, 0, size)
+    return topk.compact(np.array([0, cap], dtype=np.int64), np.array([size], dtype=np.int64), hs, hm, hk)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.5, 1.0, 1.5, 2.0]), st.integers(1, 3)), max_size=60),
+       st.integers(0, 70), st.randoms(use_true_random=False))
+def test_topk_heap_keeps_the_full_order(entries, cap, rnd):
+    # few distinct scores and counts: ties are the rule, as with binary signals
+    n = len(entries)
+    docs = list(range(n))
+    ranks = list(range(n))
+    rnd.shuffle(ranks)
+    scores = np.array([s for s, _ in entries], dtype=np.float64)
+    matches = np.array([m for _, m in entries], dtype=np.int32)
+    keys = np.array([(ranks[d] << 32) | d for d in docs], dtype=np.int64)
+    offsets, got_docs, got_scores, got_matches = _top_k(scores, matches, keys, cap)
+    want = sorted(docs, key=lambda d: (-scores[d], -matches[d], ranks[d]))[:cap]
+    assert offsets.tolist() == [0, len(want)]
+    assert got_docs.tolist() == want
+    assert got_scores.tolist() == [scores[d] for d in want]
+    assert got_matches.tolist() == [matches[d] for d in want]
+
+
+def test_kernel_modules_import_only_kernels():
+    import ast
+    from pathlib import Path
+
+    import ssr_engine.kernels
+
+    folder = Path(ssr_engine.kernels.__file__).parent
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                ok = node.module in ("__future__", "numba", "numpy") if node.level == 0 else node.level == 1
+                assert ok, f"{path.name} imports {'.' * node.level}{node.module}"
+            elif isinstance(node, ast.Import):
+                assert all(a.name in ("numba", "numpy") for a in node.names), f"{path.name}: {ast.dump(node)}"

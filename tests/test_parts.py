@@ -16,9 +16,9 @@ from ssr_engine import build_index
 from ssr_engine.bm25 import BM25Searcher
 from ssr_engine.errors import SsrError
 from ssr_engine.format import open_index
+from ssr_engine.ids import id_order, ids_are_integers
 from ssr_engine.kernels.merge import id_compare
 from ssr_engine.parts import Part, PartsSearcher
-from ssr_engine.ids import id_order, ids_are_integers
 from ssr_engine.search import Searcher
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()

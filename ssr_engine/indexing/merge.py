@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..format import ArrayWriter, read_slice
-from ..kernels.indexing import forward_terms, gather_strings, merge_bucket, radix_argsort_u64
+from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
+from ..kernels.spans import gather_spans
 from .runs import HashCollision, RunInfo, run_file
 
 BUCKET_ENTRIES = 4_000_000  # target run entries per bucket
@@ -89,7 +90,7 @@ def merge_runs(
                 raise HashCollision(
                     _entry_string(str_off, str_bytes, first), _entry_string(str_off, str_bytes, collision)
                 )
-            s_off, s_bytes = gather_strings(str_bytes, str_off, rep)
+            s_off, s_bytes = gather_spans(str_bytes, str_off, rep)
             vocab.append(v)
             indptr.append(n_postings + np.cumsum(df))
             docs.append(d)

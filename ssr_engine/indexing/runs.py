@@ -14,7 +14,8 @@ import numpy as np
 
 from ..extract import SignalBatch
 from ..hashing import hash_spans
-from ..kernels.indexing import gather_strings, invert_chunk, radix_argsort_u64
+from ..kernels.indexing import invert_chunk, radix_argsort_u64
+from ..kernels.spans import gather_spans
 
 RUN_ARRAYS = (
     "uniq_hash", "uniq_df", "str_off", "str_bytes", "post_off", "post_docs", "post_tf", "local", "doc_offsets",
@@ -57,7 +58,7 @@ def write_run(
     if collision >= 0:
         other = order[np.searchsorted(hashes[order], hashes[collision])]
         raise HashCollision(batch.signal(int(other)), batch.signal(int(collision)))
-    str_off, str_bytes = gather_strings(batch.data, batch.offsets, uniq_rep)
+    str_off, str_bytes = gather_spans(batch.data, batch.offsets, uniq_rep)
     post_off = np.zeros(uniq_df.shape[0] + 1, dtype=np.int64)
     np.cumsum(uniq_df, out=post_off[1:])
     arrays = {

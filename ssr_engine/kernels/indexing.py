@@ -1,6 +1,6 @@
 """Numba kernels of the build: chunk inversion into runs, bucket merge, forward CSR.
 
-Arrays in, arrays out; imports nothing from the package.
+Arrays in, arrays out; imports nothing from the package but other kernels (`spans`).
 """
 
 from __future__ import annotations
@@ -8,15 +8,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-
-@nb.njit(cache=True, nogil=True)
-def _same_bytes(data, a0, a1, b0, b1):
-    if a1 - a0 != b1 - b0:
-        return False
-    for i in range(a1 - a0):
-        if data[a0 + i] != data[b0 + i]:
-            return False
-    return True
+from .spans import span_equal
 
 
 @nb.njit(cache=True, nogil=True)
@@ -49,28 +41,13 @@ def invert_chunk(order, hashes, sig_doc, first_doc, data, offsets, counts):
             uniq_rep[g] = s
         elif collision < 0:
             r = uniq_rep[g]
-            if not _same_bytes(data, offsets[s], offsets[s + 1], offsets[r], offsets[r + 1]):
+            if not span_equal(data, offsets[s], offsets[s + 1], data, offsets[r], offsets[r + 1]):
                 collision = s
         uniq_df[g] += 1
         post_docs[j] = first_doc + sig_doc[s]
         post_tf[j] = counts[s]
         local[s] = g
     return uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local, collision
-
-
-@nb.njit(cache=True, nogil=True)
-def gather_strings(data, offsets, picks):
-    """Concatenate the byte spans `picks` of (data, offsets): (new offsets, new bytes)."""
-    m = picks.shape[0]
-    out_off = np.zeros(m + 1, dtype=np.int64)
-    for i in range(m):
-        p = picks[i]
-        out_off[i + 1] = out_off[i] + offsets[p + 1] - offsets[p]
-    out = np.empty(out_off[m], dtype=np.uint8)
-    for i in range(m):
-        p = picks[i]
-        out[out_off[i] : out_off[i + 1]] = data[offsets[p] : offsets[p + 1]]
-    return out_off, out
 
 
 @nb.njit(cache=True, nogil=True)
@@ -105,7 +82,7 @@ def merge_bucket(order, hashes, dfs, str_off, str_bytes, post_off, post_docs, po
             rep[g] = e
         elif collision < 0:
             r = rep[g]
-            if not _same_bytes(str_bytes, str_off[e], str_off[e + 1], str_off[r], str_off[r + 1]):
+            if not span_equal(str_bytes, str_off[e], str_off[e + 1], str_bytes, str_off[r], str_off[r + 1]):
                 collision = e
         term_df[g] += dfs[e]
         a = post_off[e]

@@ -4,7 +4,7 @@ A part (a segment of a live index, a shard) is searched on its own with the coll
 weights and returns, per query, its exact local top-k in rank order. The global top-k is then a
 k-way merge of those lists under the full order of DESIGN.md section 2:
 
-    score desc, then matched signals desc (SSR; BM25 leaves this key out), then external id asc
+    score desc, then matched signals desc (BM25: distinct query terms), then external id asc
 
 where ids compare as integers when every live id of the collection is a base-10 integer (equal
 integers, "7" and "007", by their strings) and as strings (code point order) otherwise. Ids arrive

@@ -6,11 +6,14 @@ order and accumulating term-at-a-time adds every document's matched weights in a
 order: the canonical sum of `scoring.canonical_sum`, so scores are bit-identical to the
 reference and to the exhaustive scan.
 
-Result order (section 2): score desc, matched count desc, doc_rank asc. `k <= 0` means every
-candidate. Results come back flat: `(offsets int64[Q + 1], docs int64, scores float64,
-matches int32)`; only documents with at least one matched term appear, never padding.
+Result order (section 2): score desc, matched count desc, doc_rank asc, kept by the shared
+heap of `topk`. `k <= 0` means every candidate. Results come back flat: `(offsets
+int64[Q + 1], docs int64, scores float64, matches int32)`; only documents with at least one
+matched term appear, never padding.
 
 Every kernel accepts read-only (memory-mapped) arrays and is compiled once (`cache=True`).
+Pruning kernels (DESIGN.md section 4) reuse the same pieces: `candidates.region_offsets` for
+the output regions, `topk.heap_push`/`rejects`/`deheap_sort`/`compact` for the order.
 """
 
 from __future__ import annotations
@@ -18,103 +21,13 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .candidates import region_offsets
+from .topk import check_key_range, compact, deheap_sort, doc_key, heap_arrays, heap_push, rejects
+
 # Accumulator block in documents: 16K docs x (8 + 4) bytes = 192 KiB, well inside L2. Measured on
 # 8.8M documents (benchmarks/bench_search.py --blocks, kernel only, 1 thread, K=1000): 16K blocks
 # 24.8 M postings/s, 64K blocks 16.0, a plain N-sized scatter 12.6 (benchmarks/RESULTS.md).
 DEFAULT_BLOCK = 1 << 14
-
-
-# ---------------------------------------------------------------------------- ranking heap
-# A bounded heap whose root is the WORST kept entry, so a candidate is rejected with one
-# comparison once the heap is full. Entries are (score, matches, key) with key =
-# doc_rank[doc] << 32 | doc: ordering keys orders by id rank (ranks are distinct) without
-# reading doc_rank again during the many tie comparisons; _compact takes the doc back out.
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _worse(s1, m1, d1, s2, m2, d2, doc_rank):
-    """True when entry 1 ranks after entry 2 (d1, d2: rank-and-doc keys)."""
-    if s1 != s2:
-        return s1 < s2
-    if m1 != m2:
-        return m1 < m2
-    return d1 > d2
-
-
-@nb.njit(cache=True, nogil=True)
-def _sift_down(hs, hm, hd, base, i, n, doc_rank):
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            return
-        r = c + 1
-        if r < n and _worse(hs[base + r], hm[base + r], hd[base + r], hs[base + c], hm[base + c], hd[base + c],
-                            doc_rank):
-            c = r
-        if not _worse(hs[base + c], hm[base + c], hd[base + c], hs[base + i], hm[base + i], hd[base + i], doc_rank):
-            return
-        a, b = base + i, base + c
-        hs[a], hs[b] = hs[b], hs[a]
-        hm[a], hm[b] = hm[b], hm[a]
-        hd[a], hd[b] = hd[b], hd[a]
-        i = c
-
-
-@nb.njit(cache=True, nogil=True)
-def _push(hs, hm, hd, base, size, cap, s, m, d, doc_rank):
-    """Offer (s, m, d) to the heap at hs[base:base + cap] holding `size` entries; returns the new size."""
-    if size < cap:
-        i = size
-        while i > 0:
-            p = (i - 1) >> 1
-            if not _worse(s, m, d, hs[base + p], hm[base + p], hd[base + p], doc_rank):
-                break
-            hs[base + i] = hs[base + p]
-            hm[base + i] = hm[base + p]
-            hd[base + i] = hd[base + p]
-            i = p
-        hs[base + i] = s
-        hm[base + i] = m
-        hd[base + i] = d
-        return size + 1
-    if cap > 0 and _worse(hs[base], hm[base], hd[base], s, m, d, doc_rank):
-        hs[base] = s
-        hm[base] = m
-        hd[base] = d
-        _sift_down(hs, hm, hd, base, 0, size, doc_rank)
-    return size
-
-
-@nb.njit(cache=True, nogil=True)
-def _heap_sort(hs, hm, hd, base, n, doc_rank):
-    """Turn the heap into rank order, best first (the worst moves to the end first)."""
-    for last in range(n - 1, 0, -1):
-        a, b = base, base + last
-        hs[a], hs[b] = hs[b], hs[a]
-        hm[a], hm[b] = hm[b], hm[a]
-        hd[a], hd[b] = hd[b], hd[a]
-        _sift_down(hs, hm, hd, base, 0, last, doc_rank)
-
-
-@nb.njit(cache=True, nogil=True)
-def _compact(caps_offsets, sizes, docs, scores, matches):
-    """Drop the unused tail of each query's region: returns the flat result."""
-    nq = sizes.shape[0]
-    offsets = np.zeros(nq + 1, dtype=np.int64)
-    for q in range(nq):
-        offsets[q + 1] = offsets[q] + sizes[q]
-    n = offsets[nq]
-    out_d = np.empty(n, dtype=np.int64)
-    out_s = np.empty(n, dtype=np.float64)
-    out_m = np.empty(n, dtype=np.int32)
-    for q in range(nq):
-        src = caps_offsets[q]
-        dst = offsets[q]
-        for i in range(sizes[q]):
-            out_d[dst + i] = docs[src + i] & 0xFFFFFFFF
-            out_s[dst + i] = scores[src + i]
-            out_m[dst + i] = matches[src + i]
-    return offsets, out_d, out_s, out_m
 
 
 # ------------------------------------------------------------------------- inverted search
@@ -168,29 +81,13 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
             cur[j] = c
         for i in range(nt):
             x = touched[i]
-            key = (np.int64(doc_rank[lo + x]) << 32) | (lo + x)
-            size = _push(res_s, res_m, res_d, base, size, cap, acc[x], cnt[x], key, doc_rank)
+            if not rejects(res_s, res_m, base, size, cap, acc[x], cnt[x]):
+                key = doc_key(doc_rank[lo + x], lo + x)
+                size = heap_push(res_s, res_m, res_d, base, size, cap, acc[x], cnt[x], key)
             acc[x] = 0.0
             cnt[x] = 0
-    _heap_sort(res_s, res_m, res_d, base, size, doc_rank)
+    deheap_sort(res_s, res_m, res_d, base, size)
     return size
-
-
-@nb.njit(cache=True)
-def region_offsets(q_offsets, q_terms, indptr, k):
-    """Output region of each query: min(k, sum of its terms' df) entries (k <= 0: no limit),
-    an upper bound on its candidates. Shared with the BM25 kernels."""
-    nq = q_offsets.shape[0] - 1
-    caps = np.zeros(nq + 1, dtype=np.int64)
-    for q in range(nq):
-        total = np.int64(0)
-        for j in range(q_offsets[q], q_offsets[q + 1]):
-            t = q_terms[j]
-            total += indptr[t + 1] - indptr[t]
-        if k > 0 and total > k:
-            total = k
-        caps[q + 1] = caps[q] + total
-    return caps
 
 
 @nb.njit(cache=True, parallel=True)
@@ -201,9 +98,7 @@ def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
     for q in range(nq):
         if q_offsets[q + 1] - q_offsets[q] > longest:
             longest = q_offsets[q + 1] - q_offsets[q]
-    res_d = np.empty(caps_off[nq], dtype=np.int64)
-    res_s = np.empty(caps_off[nq], dtype=np.float64)
-    res_m = np.empty(caps_off[nq], dtype=np.int32)
+    res_s, res_m, res_d = heap_arrays(caps_off[nq])
     sizes = np.zeros(nq, dtype=np.int64)
     width = min(block, max(n_docs, 1))
     # Each chunk owns its accumulators and takes queries c, c + n_chunks, ...: no shared
@@ -218,7 +113,7 @@ def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
             sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
                                    acc, cnt, touched, cur, end, caps_off[q], caps_off[q + 1] - caps_off[q],
                                    res_d, res_s, res_m)
-    return _compact(caps_off, sizes, res_d, res_s, res_m)
+    return compact(caps_off, sizes, res_s, res_m, res_d)
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,
@@ -232,17 +127,12 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
     """
     if n_chunks is None:
         n_chunks = nb.get_num_threads()
-    _check_docs(n_docs)
+    check_key_range(n_docs)
     nq = len(q_offsets) - 1
     return _search_batch(indptr, docs, doc_rank, np.int64(n_docs), np.asarray(q_offsets, dtype=np.int64),
                          np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64),
                          np.int64(0 if k is None else k), np.int64(max(1, block)),
                          np.int64(max(1, min(n_chunks, nq))))
-
-
-def _check_docs(n_docs):
-    if n_docs >= 1 << 31:
-        raise ValueError(f"{n_docs} documents: the kernels' rank-and-doc keys need fewer than 2**31")
 
 
 # ----------------------------------------------------------------------- exhaustive scan
@@ -324,10 +214,9 @@ def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, 
             s = slot0 + q
             if count_only:
                 heap_size[s] += 1
-            else:
-                key = (np.int64(doc_rank[d]) << 32) | d
-                heap_size[s] = _push(hs, hm, hd, heap_off[s], heap_size[s], heap_cap[s], acc[q], cnt[q], key,
-                                     doc_rank)
+            elif not rejects(hs, hm, heap_off[s], heap_size[s], heap_cap[s], acc[q], cnt[q]):
+                heap_size[s] = heap_push(hs, hm, hd, heap_off[s], heap_size[s], heap_cap[s], acc[q], cnt[q],
+                                         doc_key(doc_rank[d], d))
             acc[q] = 0.0
             cnt[q] = 0
 
@@ -355,9 +244,7 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
     heap_off = np.zeros(slots + 1, dtype=np.int64)
     for s in range(slots):
         heap_off[s + 1] = heap_off[s] + heap_cap[s]
-    hs = np.empty(heap_off[slots], dtype=np.float64)
-    hm = np.empty(heap_off[slots], dtype=np.int32)
-    hd = np.empty(heap_off[slots], dtype=np.int64)
+    hs, hm, hd = heap_arrays(heap_off[slots])
     for c in nb.prange(n_chunks):
         _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd_terms, doc_rank,
                     bitset, uterms, urank, r_indptr, r_query, r_weight, nq, False, heap_off, heap_cap, heap_size,
@@ -371,9 +258,7 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
         if k > 0 and total > k:
             total = k
         caps_off[q + 1] = caps_off[q] + total
-    res_d = np.empty(caps_off[nq], dtype=np.int64)
-    res_s = np.empty(caps_off[nq], dtype=np.float64)
-    res_m = np.empty(caps_off[nq], dtype=np.int32)
+    res_s, res_m, res_d = heap_arrays(caps_off[nq])
     sizes = np.zeros(nq, dtype=np.int64)
     for q in nb.prange(nq):
         base = caps_off[q]
@@ -382,10 +267,10 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
         for c in range(n_chunks):
             s = c * nq + q
             for i in range(heap_off[s], heap_off[s] + heap_size[s]):
-                size = _push(res_s, res_m, res_d, base, size, cap, hs[i], hm[i], hd[i], doc_rank)
-        _heap_sort(res_s, res_m, res_d, base, size, doc_rank)
+                size = heap_push(res_s, res_m, res_d, base, size, cap, hs[i], hm[i], hd[i])
+        deheap_sort(res_s, res_m, res_d, base, size)
         sizes[q] = size
-    return _compact(caps_off, sizes, res_d, res_s, res_m)
+    return compact(caps_off, sizes, res_s, res_m, res_d)
 
 
 def exhaustive_batch(fwd_indptr, fwd_terms, doc_rank, n_terms, q_offsets, q_terms, q_weights, k, n_chunks=None):
@@ -399,49 +284,8 @@ def exhaustive_batch(fwd_indptr, fwd_terms, doc_rank, n_terms, q_offsets, q_term
         n_chunks = nb.get_num_threads()
     nq = len(q_offsets) - 1
     n_docs = len(fwd_indptr) - 1
-    _check_docs(n_docs)
+    check_key_range(n_docs)
     n_chunks = max(1, min(n_chunks, max(n_docs, 1)))
     table = query_term_table(q_offsets, q_terms, q_weights, n_terms)
     return _exhaustive(fwd_indptr, fwd_terms, doc_rank, *table, np.int64(nq), np.int64(0 if k is None else k),
                        np.int64(n_chunks))
-
-
-# ------------------------------------------------------------------------- term look-up
-
-
-@nb.njit(cache=True, nogil=True)
-def spans_equal(a_data, a_offsets, a_index, b_data, b_offsets, b_index):
-    """out[i] = (a span a_index[i] == b span b_index[i]), spans given by data[offsets[j]:offsets[j+1]]."""
-    n = a_index.shape[0]
-    out = np.zeros(n, dtype=np.bool_)
-    for i in range(n):
-        a0 = a_offsets[a_index[i]]
-        a1 = a_offsets[a_index[i] + 1]
-        b0 = b_offsets[b_index[i]]
-        b1 = b_offsets[b_index[i] + 1]
-        if a1 - a0 != b1 - b0:
-            continue
-        same = True
-        for j in range(a1 - a0):
-            if a_data[a0 + j] != b_data[b0 + j]:
-                same = False
-                break
-        out[i] = same
-    return out
-
-
-@nb.njit(cache=True, parallel=True)
-def gather_ids_ucs4(table, docs):
-    """Rows `docs` of a fixed-width ASCII id table (uint8[N, w]) widened to UCS-4 code units.
-
-    The result (uint32[len(docs), w]) viewed as `<U{w}` is a NumPy str array of the ids: one
-    parallel pass, where building Python str objects one by one dominated batch search time.
-    """
-    n = docs.shape[0]
-    w = table.shape[1]
-    out = np.empty((n, w), dtype=np.uint32)
-    for i in nb.prange(n):
-        d = docs[i]
-        for j in range(w):
-            out[i, j] = table[d, j]
-    return out

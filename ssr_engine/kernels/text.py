@@ -14,6 +14,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .spans import span_compare, span_equal
+
 _EMPTY = -1
 PACKED = 16  # tokens up to this many bytes are compared and looked up as two packed uint64 keys
 
@@ -37,17 +39,9 @@ def table_slot(k1, k2, mask):
 @nb.njit(cache=True, nogil=True)
 def _is_long_stopword(buf, start, end, long_data, long_offsets):
     """Stopwords over 16 bytes (rare: only user lists have them), compared byte by byte."""
-    n = end - start
     for w in range(long_offsets.shape[0] - 1):
-        ws = long_offsets[w]
-        if long_offsets[w + 1] - ws == n:
-            same = True
-            for i in range(n):
-                if long_data[ws + i] != buf[start + i]:
-                    same = False
-                    break
-            if same:
-                return True
+        if span_equal(long_data, long_offsets[w], long_offsets[w + 1], buf, start, end):
+            return True
     return False
 
 
@@ -115,19 +109,6 @@ def _tokenize_value(data, start, end, low, low_pos, tok_start, tok_len, tok_k1, 
     return cur, ntok
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _cmp_bytes(low, s1, n1, s2, n2):
-    m = n1 if n1 < n2 else n2
-    for i in range(m):
-        a = low[s1 + i]
-        b = low[s2 + i]
-        if a != b:
-            return -1 if a < b else 1
-    if n1 == n2:
-        return 0
-    return -1 if n1 < n2 else 1
-
-
 @nb.njit(cache=True, nogil=True)
 def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
     """Stable merge sort of token indexes by token string (packed keys; bytes past 16)."""
@@ -150,7 +131,7 @@ def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
                 elif tok_len[ta] <= 16 and tok_len[tb] <= 16:
                     take_a = tok_len[ta] <= tok_len[tb]
                 else:
-                    take_a = _cmp_bytes(low, tok_start[ta], tok_len[ta], tok_start[tb], tok_len[tb]) <= 0
+                    take_a = span_compare(low, tok_start[ta], tok_len[ta], low, tok_start[tb], tok_len[tb]) <= 0
                 if take_a:
                     dst[k] = ta
                     a += 1
@@ -252,7 +233,7 @@ def extract_signals(data, value_starts, value_ends, doc_values, key1, key2, long
                 p = order[j - 1]
                 new = tok_k1[p] != tok_k1[t] or tok_k2[p] != tok_k2[t] or tok_len[p] != tok_len[t]
                 if not new and tok_len[t] > 16:
-                    new = _cmp_bytes(low, tok_start[p], tok_len[p], tok_start[t], tok_len[t]) != 0
+                    new = span_compare(low, tok_start[p], tok_len[p], low, tok_start[t], tok_len[t]) != 0
             if new:
                 uniq_first[n_uni] = t
                 uniq_count[n_uni] = 0
