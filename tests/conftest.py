@@ -1,19 +1,26 @@
-"""Shared fixtures: ../shared/data (Cranfield through the project's converter) and small TSV writers."""
+"""Shared fixtures: Cranfield (bundled with the package), MS MARCO dev-small (tests/data), TSV writers."""
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import importlib.util
+import lzma
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from ssr_engine.datasets.cranfield import Cranfield, load_cranfield
+
 ROOT = Path(__file__).resolve().parents[1]
-# ../shared/data beside the checkout (SSR_SHARED_DATA overrides); tests needing it skip without it
+# ../shared/data beside the checkout (SSR_SHARED_DATA overrides): where present, the bundled copies
+# are compared with it; no test needs it
 SHARED_DATA = Path(os.environ.get("SSR_SHARED_DATA", ROOT.parent / "shared" / "data"))
+MSMARCO_FILES = {  # tests/data/msmarco-dev-small/NAME.xz (see PROVENANCE.md there)
+    "queries.dev.small.tsv": "f4f71fa87b6be4fb968cca2b8f8554c4ebd003e6c3488af3ac1cc5629c3de189",
+    "qrels.dev.small.trec": "34ef51a24e049b3dd19b0a448b764f26b0def22ec42f421ecba2db91f82e7042",
+}
 
 
 def load_data_script(name: str) -> ModuleType:
@@ -25,34 +32,29 @@ def load_data_script(name: str) -> ModuleType:
     return module
 
 
-@dataclass(frozen=True)
-class Cranfield:
-    docs: list[tuple[str, str]]  # (id, title + abstract), as data_scripts/prepare_real.py converts them
-    queries: list[tuple[str, str]]  # (position 1..225, text): the qrels number queries by position
-
-
-@functools.lru_cache(maxsize=1)
-def load_cranfield() -> Cranfield | None:
-    directory = SHARED_DATA / "cranfield"
-    if not (directory / "cran.all.1400").is_file():
-        return None
-    prepare_real = load_data_script("prepare_real")
-    docs, _ = prepare_real.parse_cran_docs(directory / "cran.all.1400")
-    queries, _ = prepare_real.parse_cran_queries(directory / "cran.qry")
-    return Cranfield(docs, queries)
-
-
 @pytest.fixture(scope="session")
 def cranfield() -> Cranfield:
-    data = load_cranfield()
-    if data is None:
-        pytest.skip(f"Cranfield not available under {SHARED_DATA}")
-    return data
+    """Cranfield as the package reads it: docs (id, title + abstract), queries numbered 1..225."""
+    return load_cranfield()
 
 
 @pytest.fixture(scope="session")
 def cranfield_docs(cranfield: Cranfield) -> list[tuple[str, str]]:
     return cranfield.docs
+
+
+@pytest.fixture(scope="session")
+def msmarco_source(tmp_path_factory) -> Path:
+    """A directory holding msmarco-dev-small/ with the real dev-small queries and qrels (uncompressed
+    from tests/data, checked against their SHA-256)."""
+    root = tmp_path_factory.mktemp("shared")
+    out = root / "msmarco-dev-small"
+    out.mkdir()
+    for name, digest in MSMARCO_FILES.items():
+        raw = lzma.decompress((ROOT / "tests" / "data" / "msmarco-dev-small" / f"{name}.xz").read_bytes())
+        assert hashlib.sha256(raw).hexdigest() == digest, name
+        (out / name).write_bytes(raw)
+    return root
 
 
 def write_tsv(path: Path, docs: list[tuple[str, str]]) -> Path:

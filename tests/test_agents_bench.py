@@ -1,22 +1,15 @@
-"""The agent benchmark: MetaTool subset (skipped without the data), synthetic registry, report files."""
+"""The agent benchmark: MetaTool subset (the copy bundled with the package), synthetic registry, report files."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from conftest import SHARED_DATA
 
 from ssr_engine.agents.bench import bench_registry, load_metatool, markdown
 from ssr_engine.agents.orchestrator import STATUSES
 from ssr_engine.cli import main
 from ssr_engine.datagen.cards import iter_registry, make_card, make_queries
-
-METATOOL = SHARED_DATA / "metatool"
-needs_metatool = pytest.mark.skipif(
-    not (METATOOL / "plugin_des.json").is_file() or not (METATOOL / "all_clean_data.csv").is_file(),
-    reason=f"MetaTool data not present in {METATOOL}",
-)
 
 
 def _check_consistent(result: dict, n: int) -> None:
@@ -37,9 +30,8 @@ def _check_consistent(result: dict, n: int) -> None:
     assert size["reduction_pct"] == pytest.approx(100 * (1 - size["pool_chars"] / size["full_chars"]))
 
 
-@needs_metatool
 def test_metatool_loads_all_tools_and_queries():
-    cards, queries = load_metatool(METATOOL)
+    cards, queries = load_metatool()
     assert len(cards) == 199 and len(queries) == 20_614
     ids = {c.id for c in cards}
     assert all(q.gold in ids for q in queries)
@@ -47,9 +39,8 @@ def test_metatool_loads_all_tools_and_queries():
     assert queries[0].gold == "ResearchHelper"
 
 
-@needs_metatool
 def test_metatool_subset_disk_ssr_equals_reference_and_bm25_runs(tmp_path):
-    cards, queries = load_metatool(METATOOL)
+    cards, queries = load_metatool()
     subset = queries[::50]  # 413 queries spread over all tools
     report = bench_registry("metatool", cards, subset, ("ssr", "reference", "bm25"), tmp_path,
                             ks=(1, 5, 10, 20), pool_k=20)

@@ -6,15 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA as SHARED
 from conftest import load_data_script
 
 pr = load_data_script("prepare_real")
-
-
-def need(name: str) -> None:
-    if not (SHARED / name).exists():
-        pytest.skip(f"{SHARED / name} not present")
 
 
 def tsv(path: Path) -> list[list[str]]:
@@ -22,8 +16,7 @@ def tsv(path: Path) -> list[list[str]]:
 
 
 def test_cranfield_counts(tmp_path, capsys):
-    need("cranfield")
-    assert pr.main(["cranfield", "--out", str(tmp_path), "--source", str(SHARED)]) == 0
+    assert pr.main(["cranfield", "--out", str(tmp_path)]) == 0  # the copy bundled with the package
     assert "1,400 documents, 225 queries, 1,837 qrels" in capsys.readouterr().out
     docs = tsv(tmp_path / "collection.tsv")
     assert [int(d) for d, _ in docs] == list(range(1, 1401))
@@ -90,8 +83,7 @@ def test_missing_source_is_a_clear_error(tmp_path, capsys):
 
 
 def test_metatool_counts(tmp_path, capsys):
-    need("metatool")
-    assert pr.main(["metatool", "--out", str(tmp_path), "--source", str(SHARED)]) == 0
+    assert pr.main(["metatool", "--out", str(tmp_path)]) == 0  # the copy bundled with the package
     assert "199 documents, 20,614 queries, 20,614 qrels" in capsys.readouterr().out
     docs = dict(tsv(tmp_path / "collection.tsv"))
     assert len(docs) == 199 and "calculator" in docs
@@ -116,9 +108,8 @@ def test_metatool_unknown_tool(tmp_path, capsys):
     assert "all_clean_data.csv:3: tool 'weather' is not in plugin_des.json" in capsys.readouterr().err
 
 
-def test_msmarco_dev_small_counts(tmp_path, capsys):
-    need("msmarco-dev-small")
-    assert pr.main(["msmarco-dev-small", "--out", str(tmp_path), "--source", str(SHARED)]) == 0
+def test_msmarco_dev_small_counts(tmp_path, capsys, msmarco_source):
+    assert pr.main(["msmarco-dev-small", "--out", str(tmp_path), "--source", str(msmarco_source)]) == 0
     assert "6,980 queries, 7,437 qrels" in capsys.readouterr().out
     queries = dict(tsv(tmp_path / "queries.tsv"))
     assert len(queries) == 6980

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA  # noqa: E402
 
 from ssr_engine import STOPWORDS_V1, signals
 from ssr_engine.datagen.collection import BLOCK, generate, plant_run
 from ssr_engine.errors import InputError, SsrError
 from ssr_engine.signals import value_tokens
 
-SHARED = SHARED_DATA / "msmarco-dev-small"
 SCRIPT = Path(__file__).resolve().parent.parent / "data_scripts" / "make_collection.py"
 TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -204,10 +202,10 @@ def test_planted_queries_land_at_their_pids(tmp_path):
     assert {k for k in plain if plain[k] != passages[k]} == {"5", "17000"}
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/data/msmarco-dev-small not present")
-def test_plant_real_dev_small_queries(tmp_path):
+def test_plant_real_dev_small_queries(tmp_path, msmarco_source):
+    dev_small = msmarco_source / "msmarco-dev-small"
     stats = generate(tmp_path, passages=60_000, seed=1, wordlist=None,
-                     plant_queries=SHARED / "queries.dev.small.tsv", plant_qrels=SHARED / "qrels.dev.small.trec")
+                     plant_queries=dev_small / "queries.dev.small.tsv", plant_qrels=dev_small / "qrels.dev.small.trec")
     pl = stats["planted"]
     assert pl["queries_read"] == 6980 and pl["qrels_read"] == 7437
     assert pl["qrels_kept"] + pl["qrels_skipped_pid_out_of_range"] == 7437

@@ -7,14 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssr_engine.errors import InputError
 from ssr_engine.eval.trec import read_qrels, read_queries, read_run, trec_scores, write_run
-
-MSMARCO = SHARED_DATA / "msmarco-dev-small"
 
 
 def write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -87,10 +84,10 @@ def test_missing_file_is_input_error(tmp_path):
         read_qrels(tmp_path / "nope")
 
 
-@pytest.mark.skipif(not MSMARCO.is_dir(), reason="MS MARCO dev-small not in ../shared/data")
-def test_real_msmarco_files():
-    queries = read_queries(MSMARCO / "queries.dev.small.tsv")
-    qrels = read_qrels(MSMARCO / "qrels.dev.small.trec")
+def test_real_msmarco_files(msmarco_source):
+    msmarco = msmarco_source / "msmarco-dev-small"
+    queries = read_queries(msmarco / "queries.dev.small.tsv")
+    qrels = read_qrels(msmarco / "qrels.dev.small.trec")
     assert len(queries) == 6980 and len(qrels) == 6980
     assert sum(len(v) for v in qrels.values()) == 7437
     assert set(queries) == set(qrels)

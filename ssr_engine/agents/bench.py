@@ -17,7 +17,6 @@ registry of 100,000 cards, one query at a time, p50/p99.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -28,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from ..datagen.cards import Query, iter_registry, make_queries
-from ..errors import InputError
 from ..eval.stats import percentiles
 from .cards import AgentCard
 from .discovery import Registry, build_registry
@@ -41,36 +39,17 @@ DEFAULT_KS = (1, 5, 10, 20)
 # ---- data ------------------------------------------------------------------------------------
 
 
-def load_metatool(directory: str | os.PathLike[str], max_queries: int | None = None) -> tuple[list[AgentCard],
-                                                                                               list[Query]]:
-    """MetaTool's 199 tools as cards (name and description from plugin_des.json) and its
-    single-tool queries (all_clean_data.csv: Query, Tool) with the tool as gold card."""
-    d = Path(directory)
-    des_path, csv_path = d / "plugin_des.json", d / "all_clean_data.csv"
-    for p in (des_path, csv_path):
-        if not p.is_file():
-            raise InputError(p, None, "missing MetaTool file")
-    try:
-        des = json.loads(des_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(des_path, None, f"invalid JSON ({exc})") from exc
-    if not isinstance(des, dict):
-        raise InputError(des_path, None, "expected an object of tool name -> description")
-    cards_json = des_path.with_name("plugin_des.json")
-    cards = [AgentCard(id=name, name=name, description=str(text), source_path=str(cards_json))
-             for name, text in des.items()]
-    known = set(des)
-    queries: list[Query] = []
-    with open(csv_path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames is None or not {"Query", "Tool"} <= set(reader.fieldnames):
-            raise InputError(csv_path, 1, "expected columns Query,Tool")
-        for row in reader:
-            if row["Tool"] not in known:
-                raise InputError(csv_path, reader.line_num, f"tool {row['Tool']!r} is not in plugin_des.json")
-            queries.append(Query(f"mt{len(queries) + 1}", row["Query"], row["Tool"]))
-            if max_queries is not None and len(queries) >= max_queries:
-                break
+def load_metatool(directory: str | os.PathLike[str] | None = None,
+                  max_queries: int | None = None) -> tuple[list[AgentCard], list[Query]]:
+    """MetaTool's 199 tools as cards (name and description) and its single-tool queries with
+    the tool as gold card (ids mt1, mt2, ...): the copy bundled with the package, or the
+    original files (plugin_des.json, all_clean_data.csv) in `directory`."""
+    from ..datasets.metatool import load_metatool as load
+
+    data = load(directory, max_queries=max_queries, multi=False)
+    source = str(Path(data.stats["source"]) / "plugin_des.json")
+    cards = [AgentCard(id=name, name=name, description=text, source_path=source) for name, text in data.tools]
+    queries = [Query(f"mt{qid}", text, gold) for (qid, text), gold in zip(data.queries, data.gold, strict=True)]
     return cards, queries
 
 

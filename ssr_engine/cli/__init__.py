@@ -9,7 +9,7 @@ import sys
 # name -> (module, one-line help). Modules import only argparse at top level; the work
 # (and NumPy, Numba, PyArrow) is imported inside their run().
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("demo", "run the main job on an embedded default: generate, index, evaluate SSR vs BM25"),
+    "demo": ("demo", "the main job on bundled real data: Cranfield, MetaTool agent discovery, scale"),
     "signals": ("signals_cmd", "print the signals of texts"),
     "build-index": ("build_index_cmd", "build an index from a TSV or JSONL collection"),
     "index-info": ("index_info_cmd", "show an index's counts, files and settings"),
