@@ -49,18 +49,29 @@ def test_cranfield_report_matches_the_runs_and_the_printed_table(real):
     assert set(c["methods"]) == {"ssr", "exhaustive", "bm25"}
     qrels = read_qrels(work / "cranfield" / "qrels.tsv")
     asked = list(read_queries(work / "cranfield" / "queries.tsv"))
+    per_query = {}
     for method, row in c["methods"].items():
         run = read_run(row["run"])
         # the reported metrics are those of the run file as written, scored again here
-        again = evaluate_run({q: r.docids for q, r in run.items()}, qrels, queries=asked).metrics
-        assert row["metrics"] == again
+        again = evaluate_run({q: r.docids for q, r in run.items()}, qrels, queries=asked)
+        assert row["metrics"] == again.metrics
+        per_query[method] = again.per_query
         printed_row = table_rows(printed, method)[0]
         assert printed_row[1:6] == [f"{row['metrics'][m]:.4f}" for m in rep.CRANFIELD_METRICS]
-        assert row["trec_eval"] is not None  # ir_measures is a dependency: the check always runs
-        if row["trec_eval_max_abs_diff"] <= 1e-9:
-            assert printed_row[6] == "equal"
-        else:
-            assert printed_row[6] == f"differs by {row['trec_eval_max_abs_diff']:.4f}"
+        # trec_eval on the written runs agrees (ir_measures is a dependency: the check always runs)
+        assert row["trec_eval_max_abs_diff"] <= 1e-9 and printed_row[6] == "equal"
+    # SSR against BM25, paired over the same judged queries
+    tests = {(t["metric"], t["test"]): t for t in c["significance"]}
+    assert {t["system"] for t in c["significance"]} == {"ssr"}
+    for metric in ("nDCG@10", "MRR@10", "R@1000"):
+        diffs = [per_query["ssr"][q][metric] - per_query["bm25"][q][metric] for q in per_query["bm25"]]
+        for test in ("paired-t", "randomization"):
+            t = tests[(metric, test)]
+            assert t["queries"] == 225 and t["mean_difference"] == pytest.approx(sum(diffs) / len(diffs))
+            assert t["better"] == sum(d > 0 for d in diffs) and 0 < t["p_value"] <= 1
+    ndcg = tests[("nDCG@10", "paired-t")]
+    assert table_rows(printed, "ssr")[0][7].startswith(f"{ndcg['mean_difference']:+.4f}, p = {ndcg['p_value']:.2g} (t)")
+    assert table_rows(printed, "bm25")[0][7] == "baseline"
     assert c["methods"]["ssr"]["metrics"] == c["methods"]["exhaustive"]["metrics"]
     assert c["methods"]["bm25"]["trec_eval_max_abs_diff"] <= 1e-9
     assert c["inverted_equals_exhaustive"] == {"queries": 225, "identical": 225, "all": True}

@@ -10,6 +10,8 @@ from .workdir import WorkDir
 
 METHODS = (("ssr", "ssr"), ("exhaustive", "ssr"), ("bm25", "bm25"))  # (method, index scoring)
 K = 1000
+SIGNIFICANCE_MEASURES = ("nDCG@10", "MRR@10", "R@1000")
+SIGNIFICANCE_TESTS = ("paired-t", "randomization")
 
 
 def run_cranfield(work: WorkDir, say: Say, *, quiet: bool = True) -> dict[str, Any]:
@@ -34,6 +36,7 @@ def run_cranfield(work: WorkDir, say: Say, *, quiet: bool = True) -> dict[str, A
                                                          scoring, say, quiet=quiet)
 
     rows: dict[str, dict[str, Any]] = {}
+    per_query: dict[str, Any] = {}
     for method, scoring in METHODS:
         say(f"Cranfield: evaluating {method}")
         run_path, report_path = work.file(f"cranfield-{method}.trec"), work.file(f"cranfield-{method}.json")
@@ -41,6 +44,7 @@ def run_cranfield(work: WorkDir, say: Say, *, quiet: bool = True) -> dict[str, A
         report = run_evaluation(indexes[scoring], data / "queries.tsv", data / "qrels.tsv", method, K,
                                 run_path=run_path, report_path=report_path, latency_queries=225)
         work.done(f"cranfield-{method}", {"method": method}, [run_path, report_path])
+        per_query[method] = report["per_query"]
         judged = [q for q in _judged_ids(data / "qrels.tsv", data / "queries.tsv")]
         trec = trec_eval_metrics(run_path, data / "qrels.tsv", judged)
         rows[method] = {
@@ -61,7 +65,14 @@ def run_cranfield(work: WorkDir, say: Say, *, quiet: bool = True) -> dict[str, A
     ssr_run, exh_run = read_run(work.file("cranfield-ssr.trec")), read_run(work.file("cranfield-exhaustive.trec"))
     same = sum(1 for q in ssr_run if q in exh_run and ssr_run[q].docids == exh_run[q].docids
                and ssr_run[q].scores == exh_run[q].scores)
+    from ..eval.compare import paired_tests
+
+    # SSR against BM25, per query, on the same 225 judged queries (eval.compare); the exhaustive
+    # scan's run is SSR's (checked below), so testing it too would only double Holm's family
+    tests = paired_tests([per_query["bm25"], per_query["ssr"]], ["bm25", "ssr"], SIGNIFICANCE_MEASURES,
+                         SIGNIFICANCE_TESTS)
     return {
+        "significance": tests,
         "collection": {"documents": 1400, "queries": 225, "qrels_lines": 1837, "source": "bundled Cranfield-1400"},
         "k": K,
         "methods": rows,

@@ -15,15 +15,34 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(["| " + " | ".join(header) + " |", rule] + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
 
 
+SIGNIFICANCE_MEASURE = "nDCG@10"
+
+
+def _versus_bm25(section: dict[str, Any], method: str) -> str:
+    """Mean nDCG@10 difference to BM25 and the paired tests' p-values (seeded: deterministic)."""
+    rows = [r for r in section.get("significance", []) if r["system"] == method and r["metric"] == SIGNIFICANCE_MEASURE]
+    if not rows:
+        return "-"
+    p = {r["test"]: r["p_value"] for r in rows}
+    fmt = {t: "n/a" if v is None else f"{v:.2g}" for t, v in p.items()}
+    return (f"{rows[0]['mean_difference']:+.4f}, p = {fmt.get('paired-t', 'n/a')} (t), "
+            f"{fmt.get('randomization', 'n/a')} (perm.)")
+
+
 def cranfield_quality_table(section: dict[str, Any]) -> str:
     """Effectiveness, one row per method (deterministic: README shows this table verbatim)."""
-    header = ["method", *CRANFIELD_METRICS, "trec_eval", "vs BM25 (nDCG@10)"]
+    header = ["method", *CRANFIELD_METRICS, "trec_eval", f"vs BM25 ({SIGNIFICANCE_MEASURE})"]
     rows = []
     for method, r in section["methods"].items():
         diff = r["trec_eval_max_abs_diff"]
         trec = "not checked" if diff is None else ("equal" if diff <= 1e-9 else f"differs by {diff:.4f}")
-        sig = section.get("significance", {}).get(method, "")
-        rows.append([method, *(f"{r['metrics'][m]:.4f}" for m in CRANFIELD_METRICS), trec, sig or "-"])
+        if method == "bm25":
+            versus = "baseline"
+        elif method == "exhaustive":
+            versus = "as ssr (the same run)" if section["inverted_equals_exhaustive"]["all"] else "not tested"
+        else:
+            versus = _versus_bm25(section, method)
+        rows.append([method, *(f"{r['metrics'][m]:.4f}" for m in CRANFIELD_METRICS), trec, versus])
     return _table(header, rows)
 
 
@@ -78,8 +97,12 @@ def markdown(report: dict[str, Any]) -> str:
                 "(ids and scores, bit for bit). trec_eval: the measures of pytrec_eval (through ir_measures) on the "
                 "run files as written, averaged over the judged queries. Runs and per-method reports: "
                 + ", ".join(f"`{Path(r['run']).name}`" for r in c["methods"].values()) + "."]
-        if c.get("significance_note"):
-            out += ["", c["significance_note"]]
+        if c.get("significance"):
+            from ..eval.compare import tests_table
+
+            out += ["", "Paired tests of SSR against BM25 over the 225 judged queries (`ssr_engine.eval.compare`: "
+                    "scipy's paired t-test and a randomization test, 10,000 resamples, seed 42; * = p < 0.05):", "",
+                    tests_table(c["significance"])]
     a = report.get("agents")
     if a:
         col = a["collection"]

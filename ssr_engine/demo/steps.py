@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -89,23 +90,23 @@ def _build_in_child(collection: Path, out: Path, scoring: str, quiet: bool) -> i
 
 
 TREC_NAMES = {"MRR@10": "RR@10", "R@10": "R@10", "R@20": "R@20", "R@100": "R@100", "R@1000": "R@1000",
-              "nDCG@10": "nDCG@10"}
+              "nDCG@10": "nDCG@10"}  # our measure -> trec_eval's (through ir_measures)
 
 
 def trec_eval_metrics(run_path: Path, qrels_path: Path, judged: list[str]) -> dict[str, float] | None:
-    """trec_eval's measures (through ir_measures / pytrec_eval) of the run file as written, averaged
-    over `judged` (queries without a result add 0, as in our reports); None without ir_measures."""
+    """trec_eval's measures (pytrec_eval through ir_measures) of the run file as written, read back
+    from disk, averaged over `judged` (queries without a result add 0, as in our reports); None
+    when ir_measures is not installed."""
     try:
-        import ir_measures
+        import ir_measures  # noqa: F401
     except ImportError:
         return None
-    measures = [ir_measures.parse_measure(n) for n in TREC_NAMES.values()]
-    qrels = list(ir_measures.read_trec_qrels(str(qrels_path)))
-    run = list(ir_measures.read_trec_run(str(run_path)))
-    wanted = set(judged)
-    totals = {str(m): 0.0 for m in measures}
-    for value in ir_measures.iter_calc(measures, qrels, run):
-        if value.query_id in wanted:
-            totals[str(value.measure)] += value.value
+    from ..eval.metrics import ExternalMeasures
+    from ..eval.trec import read_qrels, read_run
+
+    external = ExternalMeasures(list(TREC_NAMES.values()), read_qrels(qrels_path))
+    for qid, ranking in read_run(run_path).items():
+        external.add(qid, ranking.docids, ranking.scores)
+    per_query = external.per_query(judged)
     n = max(1, len(judged))
-    return {ours: totals[str(ir_measures.parse_measure(theirs))] / n for ours, theirs in TREC_NAMES.items()}
+    return {ours: math.fsum(per_query[theirs].values()) / n for ours, theirs in TREC_NAMES.items()}
