@@ -10,8 +10,7 @@ from typing import Any
 
 from .signals import DEFAULT_CAP, card_signals, signals
 from .stopwords import STOPWORDS_V1, STOPWORDS_V1_ID, StopwordList, load_stopwords
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 __all__ = [
     "DEFAULT_CAP",

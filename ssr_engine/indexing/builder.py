@@ -9,26 +9,24 @@ import re
 import shutil
 import sys
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .. import __version__
-from ..corpus import ITERABLE_LABEL, BadLine, Chunk, is_dataset, read_collection
+from ..corpus import ITERABLE_LABEL, is_dataset
 from ..docstore import DocStoreWriter
 from ..errors import InputError, SsrError
-from ..extract import Extractor, SignalBatch
+from ..extract import Extractor
 from ..format import MANIFEST, read_manifest, write_manifest
-from ..hashing import HASH_NAME, hash_mask
+from ..hashing import HASH_NAME
 from ..signals import DEFAULT_CAP
 from ..stopwords import StopwordList, load_stopwords, resolve_stopwords
+from ..version import __version__
 from .doc_ids import DocIdTable
+from .invert import Inverted, invert
 from .merge import merge_runs, write_forward
-from .runs import HashCollision, RunInfo, write_run
+from .runs import HashCollision
 
 MAX_SEED_ATTEMPTS = 8
 MAX_LISTED_BAD_LINES = 1000
@@ -79,21 +77,9 @@ def build_index(
         if one_shot:
             collection = _OneShot(collection)  # type: ignore[arg-type]
     out = Path(out).absolute()
-    if scoring not in ("ssr", "bm25"):
-        raise SsrError(f"unknown scoring {scoring!r} (expected ssr or bm25)")
-    if stem and scoring != "bm25":
-        raise SsrError("stemming applies to BM25 indexes only (--scoring bm25)")
-    if cap < 1:
-        raise SsrError(f"cap must be >= 1, got {cap}")
-    if chunk_docs < 1:
-        raise SsrError(f"chunk_docs must be >= 1, got {chunk_docs}")
-    workers = workers or os.cpu_count() or 1
-    if workers < 1:
-        raise SsrError(f"workers must be >= 1, got {workers}")
-    if isinstance(stopwords, (str, os.PathLike)):
-        stop = load_stopwords(stopwords)
-    else:
-        stop = resolve_stopwords(stopwords)
+    config = BuildConfig.checked(fmt=fmt, header=header, stopwords=stopwords, cap=cap, chunk_docs=chunk_docs,
+                                 workers=workers, skip_bad_lines=skip_bad_lines, scoring=scoring, stem=stem,
+                                 quiet=quiet, hash_bits=hash_bits, store_text=store_text)
     _check_target(out, force)
     _remove_stale_builds(out)
     tmp = out.parent / f".{out.name}.building-{os.getpid()}-{time.time_ns()}"
@@ -103,10 +89,7 @@ def build_index(
         while True:
             tmp.mkdir(parents=True)
             try:
-                stats = _build_into(
-                    tmp, collection, fmt, stop, cap, chunk_docs, workers, skip_bad_lines, scoring, stem, quiet,
-                    seed, hash_bits, header, store_text,
-                )
+                stats = _build_into(tmp, collection, config, seed)
                 break
             except HashCollision as exc:
                 seeds_tried.append({"seed": seed, "collision": [exc.first, exc.second]})
@@ -122,43 +105,95 @@ def build_index(
                 seed += 1
                 if not quiet:
                     print(f"ssr: {exc}; rebuilding with hash seed {seed}", file=sys.stderr)
-        manifest = {
-            "scoring": scoring,
-            "counts": stats.pop("counts"),
-            "signals": {
-                "stopwords_id": stop.id,
-                "stopwords_sha256": stop.sha256,
-                "stopwords": sorted(stop.words),
-                "cap": cap if scoring == "ssr" else None,
-                "bigrams": scoring == "ssr",
-                "stem": stem,
-                "hash": {
-                    "name": HASH_NAME,
-                    "seed": seed,
-                    "bits": hash_bits,
-                    "collision_policy": f"detected at build by comparing strings; re-seed (seed + 1) and rebuild, "
-                    f"at most {MAX_SEED_ATTEMPTS} seeds",
-                    "collisions": seeds_tried,
-                },
-            },
-            "ids": stats.pop("ids"),
-            "input": stats.pop("input"),
-            **({"doc_store": stats.pop("doc_store")} if store_text else {}),
-            "build": {
-                "ssr_engine_version": __version__,
-                "chunk_docs": chunk_docs,
-                "workers": workers,
-                "runs": stats.pop("runs"),
-                "seconds": round(time.time() - started, 3),
-                "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            },
-        }
+        manifest = _manifest(config, stats, seed, seeds_tried, started)
         write_manifest(tmp, manifest)
         _move_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _manifest(config: BuildConfig, stats: dict[str, Any], seed: int, seeds_tried: list[dict[str, Any]],
+              started: float) -> dict[str, Any]:
+    """The manifest of a finished build (the index files' checksums are added by `write_manifest`)."""
+    return {
+        "scoring": config.scoring,
+        "counts": stats.pop("counts"),
+        "signals": {
+            "stopwords_id": config.stop.id,
+            "stopwords_sha256": config.stop.sha256,
+            "stopwords": sorted(config.stop.words),
+            "cap": config.cap if config.scoring == "ssr" else None,
+            "bigrams": config.scoring == "ssr",
+            "stem": config.stem,
+            "hash": {
+                "name": HASH_NAME,
+                "seed": seed,
+                "bits": config.hash_bits,
+                "collision_policy": f"detected at build by comparing strings; re-seed (seed + 1) and rebuild, "
+                f"at most {MAX_SEED_ATTEMPTS} seeds",
+                "collisions": seeds_tried,
+            },
+        },
+        "ids": stats.pop("ids"),
+        "input": stats.pop("input"),
+        **({"doc_store": stats.pop("doc_store")} if config.store_text else {}),
+        "build": {
+            "ssr_engine_version": __version__,
+            "chunk_docs": config.chunk_docs,
+            "workers": config.workers,
+            "runs": stats.pop("runs"),
+            "seconds": round(time.time() - started, 3),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+    }
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """Every setting of one build but the hash seed (which changes on a collision), checked."""
+
+    fmt: str
+    header: bool
+    stop: StopwordList
+    cap: int
+    chunk_docs: int
+    workers: int
+    skip_bad_lines: bool
+    scoring: str
+    stem: bool
+    quiet: bool
+    hash_bits: int
+    store_text: bool
+
+    @classmethod
+    def checked(cls, *, stopwords: str | os.PathLike[str] | StopwordList | frozenset[str] | None,
+                workers: int | None, **options: Any) -> BuildConfig:
+        """The options of `build_index`, validated (`SsrError` naming the bad one); workers None: all cores."""
+        scoring, stem = options["scoring"], options["stem"]
+        if scoring not in ("ssr", "bm25"):
+            raise SsrError(f"unknown scoring {scoring!r} (expected ssr or bm25)")
+        if stem and scoring != "bm25":
+            raise SsrError("stemming applies to BM25 indexes only (--scoring bm25)")
+        if options["cap"] < 1:
+            raise SsrError(f"cap must be >= 1, got {options['cap']}")
+        if options["chunk_docs"] < 1:
+            raise SsrError(f"chunk_docs must be >= 1, got {options['chunk_docs']}")
+        workers = workers or os.cpu_count() or 1
+        if workers < 1:
+            raise SsrError(f"workers must be >= 1, got {workers}")
+        stop = load_stopwords(stopwords) if isinstance(stopwords, (str, os.PathLike)) else resolve_stopwords(stopwords)
+        return cls(stop=stop, workers=workers, **options)
+
+    @property
+    def keep_tf(self) -> bool:
+        """BM25 indexes keep term frequencies and document lengths; SSR signals are binary."""
+        return self.scoring == "bm25"
+
+    def extractor(self) -> Extractor:
+        ssr = self.scoring == "ssr"
+        return Extractor(self.stop, self.cap if ssr else None, bigrams=ssr)
 
 
 class _OneShot:
@@ -177,23 +212,6 @@ def _source_label(collection: Any) -> str:
     if is_dataset(collection):
         return str(collection)
     return ITERABLE_LABEL
-
-
-def _source_total(collection: Any) -> tuple[int | None, str]:
-    """(total, unit) for the invert progress bar: input bytes of a file, documents where known."""
-    if isinstance(collection, Path):
-        return (collection.stat().st_size, "B") if collection.is_file() else (None, "B")
-    if is_dataset(collection):
-        from ..corpus import irds_dataset
-
-        try:
-            return int(irds_dataset(str(collection)).docs_count()), "docs"
-        except (TypeError, ValueError, AttributeError):
-            return None, "docs"
-    try:
-        return len(collection), "docs"
-    except TypeError:
-        return None, "docs"
 
 
 def _check_target(out: Path, force: bool) -> None:
@@ -241,145 +259,52 @@ def _move_into_place(tmp: Path, out: Path) -> None:
         os.rename(tmp, out)
 
 
-def _stemmed_batch(chunk: Chunk, stop: StopwordList) -> SignalBatch:
-    """BM25 terms through Python tokenisation and PyStemmer (the slow, optional path)."""
-    from collections import Counter
-
-    from ..signals import value_tokens
-    from ..stemming import stem_tokens
-
-    doc_offsets = [0]
-    chunks: list[bytes] = []
-    offsets = [0]
-    counts: list[int] = []
-    tokens_per_doc: list[int] = []
-    for d in range(chunk.n_docs):
-        tokens: list[str] = []
-        for v in range(int(chunk.doc_values[d]), int(chunk.doc_values[d + 1])):
-            raw = chunk.data[chunk.value_starts[v] : chunk.value_ends[v]].tobytes().decode("utf-8")
-            tokens.extend(value_tokens(raw, stop.words))
-        tf = Counter(stem_tokens(tokens))
-        for term in sorted(tf):
-            b = term.encode("utf-8")
-            chunks.append(b)
-            offsets.append(offsets[-1] + len(b))
-            counts.append(tf[term])
-        doc_offsets.append(len(counts))
-        tokens_per_doc.append(len(tokens))
-    return SignalBatch(
-        doc_offsets=np.array(doc_offsets, dtype=np.int64),
-        data=np.frombuffer(b"".join(chunks), dtype=np.uint8),
-        offsets=np.array(offsets, dtype=np.int64),
-        is_bigram=np.zeros(len(counts), dtype=bool),
-        counts=np.array(counts, dtype=np.uint32),
-        doc_tokens=np.array(tokens_per_doc, dtype=np.int64),
-    )
-
-
-def _build_into(
-    tmp: Path,
-    collection: Path | str | Iterable[Any],
-    fmt: str,
-    stop: StopwordList,
-    cap: int,
-    chunk_docs: int,
-    workers: int,
-    skip_bad_lines: bool,
-    scoring: str,
-    stem: bool,
-    quiet: bool,
-    seed: int,
-    hash_bits: int,
-    header: bool = False,
-    store_text: bool = False,
-) -> dict[str, Any]:
+def _build_into(tmp: Path, collection: Path | str | Iterable[Any], config: BuildConfig, seed: int) -> dict[str, Any]:
+    """Invert the collection into runs, merge them into the index files in `tmp`; the manifest's parts."""
     from tqdm import tqdm
 
-    keep_tf = scoring == "bm25"
-    extractor = Extractor(stop, cap if scoring == "ssr" else None, bigrams=scoring == "ssr")
-    mask = hash_mask(hash_bits)
     run_dir = tmp / "runs"
     run_dir.mkdir()
     label = _source_label(collection)
     ids = DocIdTable(label)
-    store = DocStoreWriter(tmp) if store_text else None
-    bad: list[BadLine] = []
-    runs: list[RunInfo] = []
-    n_docs = 0
-
-    def process(index: int, chunk: Chunk, first_doc: int) -> RunInfo:
-        if stem:
-            batch = _stemmed_batch(chunk, stop)
-        else:
-            batch = extractor.extract(chunk.data, chunk.value_starts, chunk.value_ends, chunk.doc_values)
-        return write_run(run_dir, index, batch, first_doc, seed, mask, keep_tf)
-
-    total, unit = _source_total(collection)
-    # a file's bar counts input bytes (its total is known; documents are not), the others documents
-    bar = tqdm(desc="ssr build: invert", total=total, unit=unit if unit == "B" else " docs", unit_scale=True,
-               unit_divisor=1024 if unit == "B" else 1000, disable=quiet, file=sys.stderr)
-    pending: deque[tuple[Future[RunInfo], int]] = deque()
-    done_docs = 0
-    input_bytes = 0
-
-    def finish_one() -> None:
-        nonlocal done_docs
-        future, pos = pending.popleft()
-        run = future.result()
-        runs.append(run)
-        done_docs += run.n_docs
-        bar.update((pos - bar.n) if unit == "B" else run.n_docs)
-        if unit == "B":
-            bar.set_postfix_str(f"{done_docs:,} docs", refresh=False)
-
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssr-invert") as pool:
-        try:
-            for chunk in read_collection(collection, fmt, chunk_docs, skip_bad_lines, header):
-                bad.extend(chunk.bad)
-                input_bytes = chunk.source_pos
-                chunk = ids.add(chunk, skip_bad_lines, bad)
-                if chunk.n_docs == 0:
-                    continue
-                if store is not None:
-                    store.add(chunk)  # main thread, in id order
-                pending.append((pool.submit(process, len(runs) + len(pending), chunk, n_docs), chunk.source_pos))
-                n_docs += chunk.n_docs
-                while len(pending) > workers:  # bounded: at most workers + 1 chunks in memory
-                    finish_one()
-            while pending:
-                finish_one()
-        finally:
-            for f, _ in pending:
-                f.cancel()
-            bar.close()
-    if n_docs == 0:
+    store = DocStoreWriter(tmp) if config.store_text else None
+    inverted = invert(collection, config, seed, run_dir, ids, store)
+    runs = inverted.runs
+    if inverted.n_docs == 0:
         raise InputError(label, None, "empty collection: no documents")
-    if n_docs >= 2**32:
-        raise InputError(label, None, f"{n_docs} documents: more than uint32 doc ids can address")
+    if inverted.n_docs >= 2**32:
+        raise InputError(label, None, f"{inverted.n_docs} documents: more than uint32 doc ids can address")
 
     total_entries = sum(r.n_terms for r in runs)
-    with tqdm(total=total_entries, desc="ssr build: merge", unit=" terms", unit_scale=True, disable=quiet,
+    with tqdm(total=total_entries, desc="ssr build: merge", unit=" terms", unit_scale=True, disable=config.quiet,
               file=sys.stderr) as merge_bar:
-        n_terms, n_postings = merge_runs(run_dir, tmp, runs, keep_tf, merge_bar.update)
-    write_forward(run_dir, tmp, runs, keep_lengths=keep_tf)
+        n_terms, n_postings = merge_runs(run_dir, tmp, runs, config.keep_tf, merge_bar.update)
+    write_forward(run_dir, tmp, runs, keep_lengths=config.keep_tf)
     id_info = ids.finish(tmp)
     shutil.rmtree(run_dir)
     return {
         "counts": {
-            "documents": n_docs,
+            "documents": inverted.n_docs,
             "terms": n_terms,
             "postings": n_postings,
             "empty_documents": sum(r.empty_docs for r in runs),
         },
         "ids": id_info,
-        "input": {
-            "path": str(collection.absolute()) if isinstance(collection, Path) else label,
-            "format": fmt if isinstance(collection, Path) else ("irds" if is_dataset(collection) else "python"),
-            "header": header,
-            "bytes": collection.stat().st_size if isinstance(collection, Path) else input_bytes,
-            "lines_skipped": len(bad),
-            "skipped": [{"line": b.line, "reason": b.reason} for b in bad[:MAX_LISTED_BAD_LINES]],
-        },
+        "input": _input_info(collection, config, label, inverted),
         "runs": len(runs),
         **({"doc_store": store.close()} if store is not None else {}),
+    }
+
+
+def _input_info(collection: Path | str | Iterable[Any], config: BuildConfig, label: str,
+                inverted: Inverted) -> dict[str, Any]:
+    """The manifest's `input` section: where the documents came from and what was skipped."""
+    is_file = isinstance(collection, Path)
+    return {
+        "path": str(collection.absolute()) if isinstance(collection, Path) else label,
+        "format": config.fmt if is_file else ("irds" if is_dataset(collection) else "python"),
+        "header": config.header,
+        "bytes": collection.stat().st_size if isinstance(collection, Path) else inverted.input_bytes,
+        "lines_skipped": len(inverted.bad),
+        "skipped": [{"line": b.line, "reason": b.reason} for b in inverted.bad[:MAX_LISTED_BAD_LINES]],
     }

@@ -23,7 +23,7 @@ from ..ids import INTEGER_ID, id_order
 
 
 class DocIdTable:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path | str):
         self.path = path
         self.chunks: list[pa.Array] = []
         self.line_chunks: list[np.ndarray] = []

@@ -17,12 +17,6 @@ from ..hashing import hash_spans
 from ..kernels.indexing import invert_chunk, radix_argsort_u64
 from ..kernels.spans import gather_spans
 
-RUN_ARRAYS = (
-    "uniq_hash", "uniq_df", "str_off", "str_bytes", "post_off", "post_docs", "post_tf", "local", "doc_offsets",
-    "doc_tokens",
-)
-
-
 class HashCollision(Exception):
     """Two distinct signals share a hash under the current seed."""
 
