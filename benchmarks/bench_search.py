@@ -7,7 +7,7 @@ Measures, after a warm-up that is timed and reported on its own:
     every query, end to end (signal extraction, hashing, vocabulary look-up, kernel, external ids);
   - kernel-only time of the same batch, and postings processed per second per core
     (postings = sum of the df of every query's known terms);
-  - latency p50/p95/p99 from single-query `Searcher.search` calls on 1 thread, end to end;
+  - latency p50/p95/p99 from single-query calls on 1 thread, end to end;
   - the accumulator block width (--blocks): kernel-only throughput at the largest K, 1 thread;
   - RssAnon (anonymous resident memory, /proc/self/status) after opening and while serving;
   - exactness: inverted top-K == exhaustive top-K for every query (ids, matched counts and
@@ -32,11 +32,11 @@ def rss_anon_mib() -> float:
     return float("nan")
 
 
-def percentiles(values, ps=(50, 95, 99)) -> dict[str, float]:
-    import numpy as np
+def latency_percentiles(seconds) -> dict[str, float]:
+    """p50/p95/p99 in milliseconds, by the library's one percentile definition (`eval.stats`)."""
+    from ssr_engine.eval.stats import percentiles
 
-    arr = np.asarray(values, dtype=np.float64) * 1000
-    return {f"p{p}_ms": float(np.percentile(arr, p)) for p in ps}
+    return {f"{name}_ms": v for name, v in percentiles([t * 1000 for t in seconds], (50, 95, 99)).items()}
 
 
 def single_query_latency(search, queries, ks) -> dict[str, dict[str, float]]:
@@ -50,11 +50,12 @@ def single_query_latency(search, queries, ks) -> dict[str, dict[str, float]]:
             t0 = time.perf_counter()
             search(q, k)
             times.append(time.perf_counter() - t0)
-        latency[str(k)] = percentiles(times) | {"queries": len(queries), "mean_ms": 1000 * float(np.mean(times))}
+        mean_ms = 1000 * float(np.mean(times))
+        latency[str(k)] = latency_percentiles(times) | {"queries": len(queries), "mean_ms": mean_ms}
     return latency
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--index", required=True)
     p.add_argument("--queries", required=True, help="TSV qid<TAB>query")
@@ -66,126 +67,142 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-queries", type=int, default=2000, help="single-query calls timed (default 2000)")
     p.add_argument("--no-exactness", action="store_true")
     p.add_argument("--json", dest="json_out", help="write the results here")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
-    import numba
-    import numpy as np
 
+class Peak:
+    """The largest RssAnon sampled between phases."""
+
+    def __init__(self) -> None:
+        self.mib = rss_anon_mib()
+
+    def sample(self) -> None:
+        self.mib = max(self.mib, rss_anon_mib())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     from ssr_engine.eval.trec import read_queries
-    from ssr_engine.kernels import ssr as kernels
-    from ssr_engine.search import Searcher
-
-    MAX_THREADS = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    from ssr_engine.retrieval import max_threads, open_retriever
 
     report: dict = {"index": args.index, "queries_file": args.queries, "machine": platform.processor() or "",
-                    "numba_threads": MAX_THREADS}
-    report["rss_anon_mib_start"] = rss_anon_mib()
+                    "numba_threads": max_threads(), "rss_anon_mib_start": rss_anon_mib()}
     t0 = time.perf_counter()
-    searcher = Searcher(args.index)
+    searcher = open_retriever(args.index, "ssr")  # a Searcher: the kernel-level timings below need its internals
     report["open_seconds"] = time.perf_counter() - t0
-    qmap = read_queries(args.queries)
-    texts = list(qmap.values())[: args.limit]
-    n_q = len(texts)
+    texts = list(read_queries(args.queries).values())[: args.limit]
     report.update(documents=searcher.n_docs, terms=searcher.index.n_terms,
-                  postings=int(searcher.index.manifest["counts"]["postings"]), n_queries=n_q)
-    kmax = max(args.k)
-
-    # warm-up: loads the cached kernels (or compiles them), reads the id column, touches pages
-    t0 = time.perf_counter()
-    warm = texts[: min(64, n_q)]
-    for method in ("ssr", "exhaustive"):
-        for k in args.k:
-            searcher.search_batch(warm, k, method=method)
-    searcher.search(texts[0], kmax)
-    report["warmup_seconds"] = time.perf_counter() - t0
-    report["rss_anon_mib_after_warmup"] = rss_anon_mib()
-
-    t0 = time.perf_counter()
-    qb = searcher.query_batch(texts)
-    report["query_prep_seconds"] = time.perf_counter() - t0
-    postings = qb.postings
-    report["postings_per_query"] = postings / max(n_q, 1)
-    report["empty_queries"] = int((np.diff(qb.offsets) == 0).sum())
-
-    rows = []
-    rss_peak = rss_anon_mib()
-    before = numba.get_num_threads()
-    for threads in args.threads:
-        if threads > MAX_THREADS:
-            continue
-        for k in args.k:
-            numba.set_num_threads(threads)
-            t0 = time.perf_counter()
-            searcher.run_kernel(qb, k)
-            kernel_s = time.perf_counter() - t0
-            numba.set_num_threads(before)
-            t0 = time.perf_counter()
-            searcher.search_batch(texts, k, threads=threads)
-            total_s = time.perf_counter() - t0
-            rss_peak = max(rss_peak, rss_anon_mib())
-            rows.append({"threads": threads, "k": k, "qps": n_q / total_s, "seconds": total_s,
-                         "kernel_seconds": kernel_s, "kernel_qps": n_q / kernel_s,
-                         "postings_per_s_per_core": postings / kernel_s / threads})
-            print(f"threads={threads} k={k}: {n_q / total_s:.1f} q/s end to end, {n_q / kernel_s:.1f} q/s kernel",
-                  file=sys.stderr)
-    report["throughput"] = rows
-    by = {(r["threads"], r["k"]): r for r in rows}
+                  postings=int(searcher.index.manifest["counts"]["postings"]), n_queries=len(texts))
+    warm_up(searcher, texts, args.k, report)
+    peak = Peak()
+    qb = prepare(searcher, texts, report)
+    report["throughput"] = throughput(searcher, texts, qb, args.k, args.threads, peak)
+    by = {(r["threads"], r["k"]): r for r in report["throughput"]}
     report["speedup_2_threads"] = {str(k): by[2, k]["qps"] / by[1, k]["qps"] for k in args.k
                                    if (1, k) in by and (2, k) in by}
-
-    # block widths (kernel only, 1 thread, largest K)
-    blocks = []
-    numba.set_num_threads(1)
-    try:
-        for b in args.blocks:
-            width = b if b > 0 else searcher.n_docs
-            ix = searcher.index
-            kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, searcher.n_docs,
-                                 qb.offsets[:2], qb.terms[: qb.offsets[1]], qb.weights[: qb.offsets[1]], kmax,
-                                 block=width)
-            t0 = time.perf_counter()
-            kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, searcher.n_docs, qb.offsets,
-                                 qb.terms, qb.weights, kmax, block=width)
-            s = time.perf_counter() - t0
-            rss_peak = max(rss_peak, rss_anon_mib())
-            blocks.append({"block": width, "plain_scatter": b <= 0, "kernel_qps": n_q / s,
-                           "postings_per_s": postings / s})
-            print(f"block={width}: {n_q / s:.1f} q/s, {postings / s / 1e6:.1f} M postings/s", file=sys.stderr)
-    finally:
-        numba.set_num_threads(before)
-    report["blocks"] = blocks
-
-    # latency: single-query calls, end to end, 1 thread
-    lat_n = min(args.latency_queries, n_q)
-    numba.set_num_threads(1)
-    try:
-        latency = single_query_latency(searcher.search, texts[:lat_n], args.k)
-    finally:
-        numba.set_num_threads(before)
-    report["latency_single_query_1_thread"] = latency
-    rss_peak = max(rss_peak, rss_anon_mib())
-
+    report["blocks"] = block_widths(searcher, qb, max(args.k), args.blocks, peak)
+    report["latency_single_query_1_thread"] = single_query_latency(
+        lambda q, k: searcher.search_batch([q], k, threads=1), texts[: min(args.latency_queries, len(texts))], args.k)
+    peak.sample()
     if not args.no_exactness:
-        t0 = time.perf_counter()
-        inv = searcher.search_batch(texts, kmax)
-        t1 = time.perf_counter()
-        exh = searcher.search_batch(texts, kmax, method="exhaustive")
-        t2 = time.perf_counter()
-        rss_peak = max(rss_peak, rss_anon_mib())
-        same = sum(
-            a.docs.tobytes() == b.docs.tobytes() and a.scores.tobytes() == b.scores.tobytes()
-            and a.matches.tobytes() == b.matches.tobytes() and a.ids.tolist() == b.ids.tolist()
-            for a, b in zip(inv, exh, strict=True)
-        )
-        report["exactness"] = {"k": kmax, "queries": n_q, "identical": int(same), "inverted_seconds": t1 - t0,
-                               "exhaustive_seconds": t2 - t1,
-                               "results": int(sum(len(r) for r in inv))}
-    report["rss_anon_mib_peak_sampled"] = rss_peak
-
+        report["exactness"] = exactness(searcher, texts, max(args.k))
+        peak.sample()
+    report["rss_anon_mib_peak_sampled"] = peak.mib
     print(markdown(report))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def warm_up(searcher, texts, ks, report: dict) -> None:
+    """Load the cached kernels (or compile them), read the id column, touch pages; timed apart."""
+    t0 = time.perf_counter()
+    warm = texts[: min(64, len(texts))]
+    for method in ("ssr", "exhaustive"):
+        for k in ks:
+            searcher.search_batch(warm, k, method=method)
+    searcher.search(texts[0], max(ks))
+    report["warmup_seconds"] = time.perf_counter() - t0
+    report["rss_anon_mib_after_warmup"] = rss_anon_mib()
+
+
+def prepare(searcher, texts, report: dict):
+    """The whole batch's query terms (timed), with the postings it reads and its empty queries."""
+    import numpy as np
+
+    t0 = time.perf_counter()
+    qb = searcher.query_batch(texts)
+    report["query_prep_seconds"] = time.perf_counter() - t0
+    report["postings_per_query"] = qb.postings / max(len(texts), 1)
+    report["empty_queries"] = int((np.diff(qb.offsets) == 0).sum())
+    return qb
+
+
+def throughput(searcher, texts, qb, ks, thread_counts, peak: Peak) -> list[dict]:
+    """Kernel-only and end-to-end queries/s of the whole batch at each thread count and K."""
+    from ssr_engine.retrieval import max_threads, numba_threads
+
+    rows = []
+    n_q = len(texts)
+    for threads in thread_counts:
+        if threads > max_threads():
+            continue
+        for k in ks:
+            with numba_threads(threads):
+                t0 = time.perf_counter()
+                searcher.run_kernel(qb, k)
+                kernel_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            searcher.search_batch(texts, k, threads=threads)
+            total_s = time.perf_counter() - t0
+            peak.sample()
+            rows.append({"threads": threads, "k": k, "qps": n_q / total_s, "seconds": total_s,
+                         "kernel_seconds": kernel_s, "kernel_qps": n_q / kernel_s,
+                         "postings_per_s_per_core": qb.postings / kernel_s / threads})
+            print(f"threads={threads} k={k}: {n_q / total_s:.1f} q/s end to end, {n_q / kernel_s:.1f} q/s kernel",
+                  file=sys.stderr)
+    return rows
+
+
+def block_widths(searcher, qb, k, widths, peak: Peak) -> list[dict]:
+    """Kernel-only queries/s at each accumulator block width, 1 thread, K = k."""
+    from ssr_engine.kernels import ssr as kernels
+    from ssr_engine.retrieval import numba_threads
+
+    ix = searcher.index
+    n_q = len(qb.offsets) - 1
+    blocks = []
+    with numba_threads(1):
+        for b in widths:
+            width = b if b > 0 else searcher.n_docs
+            first = int(qb.offsets[1]) if n_q else 0  # compile / warm this width on one query first
+            kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, searcher.n_docs,
+                                 qb.offsets[:2], qb.terms[:first], qb.weights[:first], k, block=width)
+            t0 = time.perf_counter()
+            kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, searcher.n_docs, qb.offsets,
+                                 qb.terms, qb.weights, k, block=width)
+            s = time.perf_counter() - t0
+            peak.sample()
+            blocks.append({"block": width, "plain_scatter": b <= 0, "kernel_qps": n_q / s,
+                           "postings_per_s": qb.postings / s})
+            print(f"block={width}: {n_q / s:.1f} q/s, {qb.postings / s / 1e6:.1f} M postings/s", file=sys.stderr)
+    return blocks
+
+
+def exactness(searcher, texts, k) -> dict:
+    """Inverted top-k == exhaustive top-k, query by query (ids, matches, scores bit for bit)."""
+    t0 = time.perf_counter()
+    inv = searcher.search_batch(texts, k)
+    t1 = time.perf_counter()
+    exh = searcher.search_batch(texts, k, method="exhaustive")
+    t2 = time.perf_counter()
+    same = sum(
+        a.docs.tobytes() == b.docs.tobytes() and a.scores.tobytes() == b.scores.tobytes()
+        and a.matches.tobytes() == b.matches.tobytes() and a.ids.tolist() == b.ids.tolist()
+        for a, b in zip(inv, exh, strict=True)
+    )
+    return {"k": k, "queries": len(texts), "identical": int(same), "inverted_seconds": t1 - t0,
+            "exhaustive_seconds": t2 - t1, "results": int(sum(len(r) for r in inv))}
 
 
 def markdown(r: dict) -> str:
