@@ -28,6 +28,12 @@ The text kernel is Numba with its own splitmix64 stream per block (platform inde
 queries and planted passages are built in Python from the generated text with NumPy
 Generators seeded from (seed, qid) or (seed, pid). Same seed, word list and NumPy version
 => byte-identical files.
+
+Why one module of ~800 lines: the vocabulary, the Numba text stream, the query and planting
+rules and the block writer are one versioned generator (GENERATOR_ID); a change to any part
+changes every collection generated, and keeping them together keeps that contract in one
+place. `generate_block` is one long Numba function for the reason `kernels/text.py` gives:
+a call passing arrays costs ~100 ns, which dominated the per-word work when it was split.
 """
 
 from __future__ import annotations
