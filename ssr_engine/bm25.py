@@ -19,19 +19,17 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .errors import ArgumentError, SsrError
+from .format import Index, open_index
 from .hashing import signal_hash
 from .kernels import bm25 as bm25_kernels
 from .kernels.candidates import union_sizes
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, internal_doc, numba_threads, split_results
 from .stemming import bm25_tokens
-
-if TYPE_CHECKING:
-    from .format import Index
 
 
 def lucene_idf(n_docs: int, df: int) -> float:
@@ -48,10 +46,7 @@ class BM25Searcher:
     method = "bm25"
 
     def __init__(self, index: Index | str | os.PathLike[str], k1: float = BM25_K1, b: float = BM25_B):
-        if not hasattr(index, "scoring"):
-            from .format import open_index
-
-            index = open_index(index)
+        index = index if isinstance(index, Index) else open_index(index)
         if index.scoring != "bm25" or index.postings_tf is None or index.doc_lengths is None:
             raise SsrError(
                 f"{index.path}: built with scoring={index.scoring!r}, without term frequencies; "

@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 
@@ -87,7 +87,7 @@ def open_input(path: str | Path) -> tuple[IO[bytes], IO[bytes]]:
     if kind is None:
         return raw, raw
     if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")), raw
     if kind == "bzip2":
         return bz2.BZ2File(raw, "rb"), raw
     if kind == "xz":

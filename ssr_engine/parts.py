@@ -257,7 +257,8 @@ class PartsSearcher:
             else:
                 res = kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, self.ranks[i], ix.n_terms,
                                                offsets, terms, weights, kk)
-            results.append(_drop_deleted(p, *res, k))
+            off, docs, scores, matches = res
+            results.append(_drop_deleted(p, off, docs, scores, matches, k))
         return self._merge(results, len(queries), k, use_matches=True)
 
     # ------------------------------------------------------------------------------ BM25

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import SsrError
 from .ids import id_order
 from .retrieval import SearchResult, check_k, check_threads, internal_doc
 from .scoring import canonical_sum, signal_weight
@@ -38,6 +39,7 @@ class ReferenceIndex:
         self.doc_signals = list(doc_signals)
         self.stopwords = resolve_stopwords(stopwords)
         self.cap = cap
+        self.texts: list[str] | None = None  # kept by `from_texts`, for `doc`
         self.df: Counter[str] = Counter()
         for sigs in self.doc_signals:
             self.df.update(sigs)
@@ -53,7 +55,10 @@ class ReferenceIndex:
         stopwords: StopwordList | frozenset[str] | None = None,
         cap: int = DEFAULT_CAP,
     ) -> ReferenceIndex:
-        return cls(ids, [signals(t, stopwords, cap) for t in texts], stopwords, cap)
+        texts = list(texts)
+        index = cls(ids, [signals(t, stopwords, cap) for t in texts], stopwords, cap)
+        index.texts = texts
+        return index
 
     @classmethod
     def from_fields(
@@ -84,6 +89,13 @@ class ReferenceIndex:
             return self.ids.index(doc_id)
         except ValueError:
             return None
+
+    def doc(self, doc: str | int) -> str:
+        """The text of a document, when built by `from_texts`."""
+        d = internal_doc(doc, self._position, "reference index")
+        if self.texts is None:
+            raise SsrError("reference index: built from signal sets or fields, it keeps no text")
+        return self.texts[d]
 
     @property
     def settings(self) -> dict[str, Any]:

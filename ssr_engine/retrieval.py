@@ -108,6 +108,10 @@ class Retriever(Protocol):
         """int64[Q]: candidates (documents sharing a signal with the query) before the top-k cut."""
         ...
 
+    def doc(self, doc: str | int) -> str:
+        """The stored text of a document (external or internal id); `SsrError` when none is kept."""
+        ...
+
 
 def internal_doc(doc: str | int, lookup: Callable[[str], int | None], where: object) -> int:
     """The internal id of `doc` (an int is one already); `SsrError` naming `where` for an unknown id."""

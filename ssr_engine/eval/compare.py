@@ -137,7 +137,8 @@ def paired_tests(
                     "better": int(np.sum(diff > 0)), "worse": int(np.sum(diff < 0)),
                     "p_value": _p_value(test, sys_values, base, n_resamples, seed),
                 })
-            for row, adjusted in zip(rows, holm([r["p_value"] for r in rows]), strict=True):
+            p_values: list[float | None] = [r["p_value"] for r in rows]  # type: ignore[misc]
+            for row, adjusted in zip(rows, holm(p_values), strict=True):
                 row["p_holm"] = adjusted
             out.extend(rows)
     return out

@@ -338,8 +338,8 @@ def write_run(
     A query without results writes no line: run files cannot hold it. `scores` as in `RunWriter`.
     """
     with RunWriter(path, tag, scores) as writer:
-        for qid, docids, scores in run:
-            writer.add(qid, docids, scores)
+        for qid, docids, values in run:
+            writer.add(qid, docids, values)
     return writer.lines
 
 

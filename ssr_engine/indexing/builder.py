@@ -70,7 +70,7 @@ def build_index(
         collection = Path(collection)
     elif not is_dataset(collection):
         try:
-            one_shot = iter(collection) is collection
+            one_shot = iter(collection) is collection  # type: ignore[arg-type]
         except TypeError:
             raise SsrError(f"collection: expected a path, 'irds:NAME' or an iterable of documents, "
                            f"got {type(collection).__name__}") from None
@@ -259,7 +259,7 @@ def _move_into_place(tmp: Path, out: Path) -> None:
         os.rename(tmp, out)
 
 
-def _build_into(tmp: Path, collection: Path | str | Iterable[Any], config: BuildConfig, seed: int) -> dict[str, Any]:
+def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> dict[str, Any]:
     """Invert the collection into runs, merge them into the index files in `tmp`; the manifest's parts."""
     from tqdm import tqdm
 

@@ -17,6 +17,7 @@ from ..hashing import hash_spans
 from ..kernels.indexing import invert_chunk, radix_argsort_u64
 from ..kernels.spans import gather_spans
 
+
 class HashCollision(Exception):
     """Two distinct signals share a hash under the current seed."""
 
