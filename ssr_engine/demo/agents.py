@@ -24,8 +24,8 @@ def run_agents(work: WorkDir, say: Say, *, max_queries: int | None = None) -> di
     cards, queries = load_metatool()
     if max_queries is not None and max_queries < len(queries):
         # evenly spaced: the file is grouped by tool, so its first N queries would cover few tools
-        step = len(queries) / max_queries
-        queries = [queries[int(i * step)] for i in range(max_queries)]
+        stride = len(queries) / max_queries
+        queries = [queries[int(i * stride)] for i in range(max_queries)]
     multi = load_dataset().multi
     say(f"MetaTool: {len(cards)} tools, {len(queries):,} single-tool and {len(multi)} two-tool queries")
     methods: dict[str, Any] = {}

@@ -102,17 +102,7 @@ def run_evaluation(
     """
     check_k(k)
     check_threads(threads)
-    if run_scores not in RUN_SCORES:
-        raise SsrError(f"run_scores must be one of {', '.join(RUN_SCORES)}, got {run_scores!r}")
-    try:
-        ours, theirs = parse_measures(list(measures))
-    except ValueError as exc:
-        raise SsrError(str(exc)) from None
-    if not ours and not theirs:
-        raise SsrError("no measures given")
-    if theirs and run_scores != "trec":
-        # ir_measures re-sorts by score: only trec-stable scores keep the ranking that is evaluated
-        raise SsrError(f"ir_measures measures ({', '.join(theirs)}) need run_scores='trec'")
+    ours, theirs = _checked_measures(measures, run_scores)
     skipped_queries: list[str] | None = [] if skip_bad_lines else None
     skipped_qrels: list[str] | None = [] if skip_bad_lines else None
     query_map = read_queries(queries, skipped_queries)
@@ -150,12 +140,7 @@ def run_evaluation(
             "qrels": len(skipped_qrels or []),
             "messages": _listed((skipped_queries or []) + (skipped_qrels or [])),
         },
-        "pool": {
-            "mean": float(pool.mean()) if len(pool) else 0.0,
-            **percentiles(pool.tolist(), (50, 95)),
-            "max": int(pool.max()) if len(pool) else 0,
-            "definition": "documents with at least one query term (score > 0), before the top-k cut",
-        },
+        "pool": _pool_section(pool),
         "latency_ms": {**percentiles(latencies, (50, 95, 99)), "queries": len(latencies), "threads": 1},
         "throughput_qps": len(texts) / seconds if seconds > 0 else math.inf,
         "search_seconds": seconds,
@@ -176,6 +161,31 @@ def run_evaluation(
     if report_path is not None:
         write_report(report_path, report)
     return report
+
+
+def _checked_measures(measures: Sequence[str], run_scores: str) -> tuple[list[str], list[str]]:
+    """(our measures, ir_measures names) of a request; `SsrError` for an unknown one or a bad mix."""
+    if run_scores not in RUN_SCORES:
+        raise SsrError(f"run_scores must be one of {', '.join(RUN_SCORES)}, got {run_scores!r}")
+    try:
+        ours, theirs = parse_measures(list(measures))
+    except ValueError as exc:
+        raise SsrError(str(exc)) from None
+    if not ours and not theirs:
+        raise SsrError("no measures given")
+    if theirs and run_scores != "trec":
+        # ir_measures re-sorts by score: only trec-stable scores keep the ranking that is evaluated
+        raise SsrError(f"ir_measures measures ({', '.join(theirs)}) need run_scores='trec'")
+    return ours, theirs
+
+
+def _pool_section(pool: np.ndarray) -> dict[str, Any]:
+    return {
+        "mean": float(pool.mean()) if len(pool) else 0.0,
+        **percentiles(pool.tolist(), (50, 95)),
+        "max": int(pool.max()) if len(pool) else 0,
+        "definition": "documents with at least one query term (score > 0), before the top-k cut",
+    }
 
 
 def _run_queries(retriever: Retriever, qids: list[str], texts: list[str], k: int | None, threads: int | None,
