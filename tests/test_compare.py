@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA, load_data_script
+from conftest import load_data_script
 from scipy import stats
 
 from ssr_engine import build_index
@@ -19,10 +19,8 @@ from ssr_engine.eval.compare import holm, paired_tests
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> dict[str, Path]:
     """Cranfield reports: ssr, bm25 and bm25 with other parameters (three systems, real per-query values)."""
-    if not (SHARED_DATA / "cranfield").is_dir():
-        pytest.skip(f"Cranfield not available under {SHARED_DATA}")
     root = tmp_path_factory.mktemp("compare")
-    assert load_data_script("prepare_real").main(["cranfield", "--out", str(root), "--source", str(SHARED_DATA)]) == 0
+    assert load_data_script("prepare_real").main(["cranfield", "--out", str(root)]) == 0  # the bundled copy
     build_index(root / "collection.tsv", root / "idx-ssr", quiet=True, workers=1)
     build_index(root / "collection.tsv", root / "idx-bm25", scoring="bm25", quiet=True, workers=1)
     out = {}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA, load_data_script
+from conftest import load_data_script
 
 from ssr_engine import build_index
 from ssr_engine.cli import main
@@ -47,11 +47,8 @@ def pytrec_per_query(qrels_path: Path, run_path: Path) -> dict[str, dict[str, fl
 
 
 def prepared(tmp_path_factory, dataset: str) -> Path:
-    source = SHARED_DATA / ("cranfield" if dataset == "cranfield" else "metatool")
-    if not source.is_dir():
-        pytest.skip(f"{dataset} not available under {SHARED_DATA}")
     out = tmp_path_factory.mktemp(dataset)
-    assert load_data_script("prepare_real").main([dataset, "--out", str(out), "--source", str(SHARED_DATA)]) == 0
+    assert load_data_script("prepare_real").main([dataset, "--out", str(out)]) == 0  # the bundled copy
     return out
 
 
