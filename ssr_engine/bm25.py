@@ -28,7 +28,7 @@ from .format import Index, open_index
 from .hashing import signal_hash
 from .kernels import bm25 as bm25_kernels
 from .kernels.candidates import union_sizes
-from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, internal_doc, numba_threads, split_results
+from .retrieval import BM25_B, BM25_K1, SearchResult, StoredText, check_k, internal_doc, numba_threads, split_results
 from .stemming import bm25_tokens
 
 
@@ -36,7 +36,7 @@ def lucene_idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-class BM25Searcher:
+class BM25Searcher(StoredText):
     """BM25 search over a BM25 index, a directory or an opened `Index` (memory-mapped arrays are
     read, never copied).
 
@@ -151,17 +151,6 @@ class BM25Searcher:
         ix = self.index
         with numba_threads(threads):
             return union_sizes(offsets, terms, ix.postings_indptr, ix.postings_docs, ix.n_docs)
-
-    def doc(self, doc_id: str | int) -> str:
-        """The stored text of a document: an external id (str) or an internal id (int).
-
-        Needs an index built with `store_text=True` (`--store-text`); SsrError otherwise.
-        """
-        from .docstore import DocStore, document_text
-
-        if getattr(self, "_doc_store", None) is None:
-            self._doc_store = DocStore(self.index)
-        return document_text(self.index, self._doc_store, doc_id)
 
     def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
         """The query tokens document `doc` (external or internal id) contains, each with its share of the score.

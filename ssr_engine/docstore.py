@@ -131,14 +131,3 @@ class DocStore:
     def text(self, doc: int) -> str:
         """The document's text: its values joined by newlines."""
         return "\n".join(self.fields(doc))
-
-
-def document_text(index: Index, store: DocStore | None, doc_id: str | int) -> str:
-    """The text of the document with external id `doc_id` (a str) or internal id (an int)."""
-    store = store or DocStore(index)
-    if isinstance(doc_id, (int, np.integer)):
-        return store.text(int(doc_id))
-    internal = index.internal_id(str(doc_id))
-    if internal is None:
-        raise KeyError(f"no document {doc_id!r} in {index.path}")
-    return store.text(internal)

@@ -113,6 +113,22 @@ class Retriever(Protocol):
         ...
 
 
+class StoredText:
+    """`doc` for a searcher over an index on disk: the text kept by `--store-text` (`docstore`)."""
+
+    index: Index
+    _doc_store: Any = None
+
+    def doc(self, doc: str | int) -> str:
+        """The stored text of a document (external or internal id); `SsrError` without a store or for an
+        unknown id."""
+        from .docstore import DocStore
+
+        if self._doc_store is None:
+            self._doc_store = DocStore(self.index)
+        return self._doc_store.text(internal_doc(doc, self.index.internal_id, self.index.path))
+
+
 def internal_doc(doc: str | int, lookup: Callable[[str], int | None], where: object) -> int:
     """The internal id of `doc` (an int is one already); `SsrError` naming `where` for an unknown id."""
     if not isinstance(doc, str):

@@ -22,7 +22,7 @@ from .hashing import hash_mask, hash_spans
 from .kernels import ssr as kernels
 from .kernels.candidates import union_sizes
 from .kernels.spans import spans_equal
-from .retrieval import SearchResult, check_k, check_method, internal_doc, numba_threads, split_results
+from .retrieval import SearchResult, StoredText, check_k, check_method, internal_doc, numba_threads, split_results
 from .scoring import signal_weight
 from .stopwords import StopwordList
 
@@ -50,7 +50,7 @@ class QueryBatch:
         return int(self.df.sum())
 
 
-class Searcher:
+class Searcher(StoredText):
     """Opens an SSR index (memory-mapped) and answers queries with the index's own settings.
 
     A `retrieval.Retriever`: `method` "ssr" (the inverted index) or "exhaustive" (a scan of the
@@ -169,17 +169,6 @@ class Searcher:
         return self.index.ids_of(docs)
 
     # ----------------------------------------------------------------------- explain
-
-    def doc(self, doc_id: str | int) -> str:
-        """The stored text of a document: an external id (str) or an internal id (int).
-
-        Needs an index built with `store_text=True` (`--store-text`); SsrError otherwise.
-        """
-        from .docstore import DocStore, document_text
-
-        if getattr(self, "_doc_store", None) is None:
-            self._doc_store = DocStore(self.index)
-        return document_text(self.index, self._doc_store, doc_id)
 
     def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
         """The signals `query` and document `doc` (external id, or internal id as in `SearchResult.docs`) share.

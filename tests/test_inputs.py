@@ -182,7 +182,7 @@ def test_store_text_and_show_text(docs, tmp_path, capsys, scoring):
         d, t = docs[i]
         assert searcher.doc(d) == f"title of {d}\n{t}"
         assert searcher.doc(i) == f"title of {d}\n{t}"
-    with pytest.raises(KeyError):
+    with pytest.raises(SsrError, match="no document"):
         searcher.doc("no-such-id")
     # the CLI takes the method from the index and shows the stored text of each result
     capsys.readouterr()

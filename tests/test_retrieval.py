@@ -21,8 +21,8 @@ def indexes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("retrieval")
     tsv = tmp / "c.tsv"
     tsv.write_text("".join(f"{i}\t{t}\n" for i, t in zip(IDS, TEXTS, strict=True)), encoding="utf-8")
-    ssr = build_index(tsv, tmp / "ssr", quiet=True, workers=1)
-    bm25 = build_index(tsv, tmp / "bm25", scoring="bm25", quiet=True, workers=1)
+    ssr = build_index(tsv, tmp / "ssr", quiet=True, workers=1, store_text=True)
+    bm25 = build_index(tsv, tmp / "bm25", scoring="bm25", quiet=True, workers=1, store_text=True)
     return {"ssr": ssr, "exhaustive": ssr, "bm25": bm25}
 
 
@@ -108,3 +108,11 @@ def test_open_retriever_refuses_the_wrong_index_and_method(indexes):
         open_retriever(indexes["ssr"], "ssr", k1=1.2)
     with pytest.raises(ArgumentError, match="k1"):
         open_retriever(indexes["bm25"], "bm25", b=1.5)
+
+
+def test_one_doc_rule(indexes):
+    for r in every_retriever(indexes):
+        for d, (doc_id, text) in enumerate(zip(IDS, TEXTS, strict=True)):
+            assert r.doc(doc_id) == text == r.doc(d), r.method
+        with pytest.raises(SsrError, match="no document"):
+            r.doc("no-such-id")
