@@ -259,7 +259,7 @@ class PartsSearcher:
                                                offsets, terms, weights, kk)
             off, docs, scores, matches = res
             results.append(_drop_deleted(p, off, docs, scores, matches, k))
-        return self._merge(results, len(queries), k, use_matches=True)
+        return self._merge(results, len(queries), k)
 
     # ------------------------------------------------------------------------------ BM25
 
@@ -294,11 +294,11 @@ class PartsSearcher:
                 offsets, np.array(q_terms, dtype=np.int64), np.array(q_weights, dtype=np.float64), kk,
                 avgdl=self.avgdl, doc_rank=self.ranks[i])
             results.append(_drop_deleted(p, off, docs, scores, matches, k))
-        return self._merge(results, len(queries), k, use_matches=True)  # BM25 keeps the full order too
+        return self._merge(results, len(queries), k)
 
     # ----------------------------------------------------------------------------- merge
 
-    def _merge(self, results, nq: int, k: int | None, use_matches: bool) -> list[SearchResult]:
+    def _merge(self, results, nq: int, k: int | None) -> list[SearchResult]:
         if len(results) == 1:
             offsets, docs, scores, matches = results[0]
             ids = self.parts[0].index.ids_of(docs)
@@ -327,8 +327,7 @@ class PartsSearcher:
         for dest, a in zip(dests, id_parts, strict=True):
             ids[dest] = a
         codes = ids.view(np.uint32).reshape(total, width)
-        out_offsets, rows = merge_ranked(table, scores, matches, codes, 0 if k is None else k, use_matches,
-                                         self.integer)
+        out_offsets, rows = merge_ranked(table, scores, matches, codes, 0 if k is None else k, self.integer)
         ids, scores, matches, docs = ids[rows], scores[rows], matches[rows], docs[rows]
         return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
                 for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]

@@ -72,17 +72,17 @@ def id_compare(codes, i, j, integer):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _before(r1, r2, scores, matches, codes, use_matches, integer):
+def _before(r1, r2, scores, matches, codes, integer):
     """True when row r1 ranks before row r2."""
     if scores[r1] != scores[r2]:
         return scores[r1] > scores[r2]
-    if use_matches and matches[r1] != matches[r2]:
+    if matches[r1] != matches[r2]:
         return matches[r1] > matches[r2]
     return id_compare(codes, r1, r2, integer) < 0
 
 
 @nb.njit(cache=True, parallel=True)
-def _merge(offsets, scores, matches, codes, k, use_matches, integer, out_offsets, out_rows):
+def _merge(offsets, scores, matches, codes, k, integer, out_offsets, out_rows):
     nq = offsets.shape[0]
     n_parts = offsets.shape[1] - 1
     for q in nb.prange(nq):
@@ -92,14 +92,14 @@ def _merge(offsets, scores, matches, codes, k, use_matches, integer, out_offsets
             best = -1
             for s in range(n_parts):
                 if heads[s] < offsets[q, s + 1]:
-                    if best < 0 or _before(heads[s], heads[best], scores, matches, codes, use_matches, integer):
+                    if best < 0 or _before(heads[s], heads[best], scores, matches, codes, integer):
                         best = s
             out_rows[dst] = heads[best]
             heads[best] += 1
             dst += 1
 
 
-def merge_ranked(offsets, scores, matches, codes, k, use_matches=True, integer=False):
+def merge_ranked(offsets, scores, matches, codes, k, integer=False):
     """Merge per-part ranked lists into each query's global top-k.
 
     offsets int64[Q, S + 1]: rows of query q from part s are offsets[q, s]:offsets[q, s + 1], each
@@ -117,6 +117,6 @@ def merge_ranked(offsets, scores, matches, codes, k, use_matches=True, integer=F
     if codes.ndim != 2 or codes.shape[1] == 0:
         codes = np.zeros((max(scores.shape[0], 1), 1), dtype=np.uint32)
     _merge(offsets, np.asarray(scores, dtype=np.float64), np.asarray(matches, dtype=np.int32),
-           np.ascontiguousarray(codes, dtype=np.uint32), np.int64(k), bool(use_matches), bool(integer),
+           np.ascontiguousarray(codes, dtype=np.uint32), np.int64(k), bool(integer),
            out_offsets, rows)
     return out_offsets, rows
