@@ -21,6 +21,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# commands that call Numba kernels: told "compiling kernels" when Numba's cache is cold
+_COMPILING = ("demo", "build-index", "search", "evaluate", "agents")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ssr", description="SSR, the Structural Signal Retriever.")
     parser.add_argument("--version", action="version", version="ssr_engine " + _version())
@@ -47,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from ..errors import SsrError
 
+    if args.command in _COMPILING:
+        from ..jit import announce_compile
+
+        announce_compile(quiet=bool(getattr(args, "quiet", False)))
     try:
         return int(args._module.run(args) or 0)
     except SsrError as exc:

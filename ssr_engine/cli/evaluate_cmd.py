@@ -45,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-scores", choices=("trec", "exact"), default="trec",
                    help="trec (default): float32 scores strictly decreasing along our order, so trec_eval, "
                         "pytrec_eval and ir_measures evaluate the same ranking; exact: the true float64 scores")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, notices or summary")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip malformed query/qrels lines (counted in the report) instead of failing")
 
@@ -64,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
     report = run_evaluation(
         args.index, args.queries, args.qrels, args.method, args.k, run_path=args.run, report_path=args.report,
         threads=args.threads, tag=args.tag, k1=args.k1, b=args.b, skip_bad_lines=args.skip_bad_lines,
-        latency_queries=args.latency_queries, run_scores=args.run_scores,
+        latency_queries=args.latency_queries, run_scores=args.run_scores, quiet=args.quiet,
         **({"measures": args.measures} if args.measures else {}),
     )
-    print(format_summary(report))
+    if not args.quiet:
+        print(format_summary(report))
     return 0

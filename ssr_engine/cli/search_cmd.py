@@ -24,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="TREC output scores: trec (default; float32, strictly decreasing along our order, so "
                         "trec_eval keeps it) or exact (the true float64 scores, as --json prints them)")
     p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
+    p.add_argument("--quiet", action="store_true", help="no notices on stderr (e.g. the first run's compilation)")
 
 
 def _lines(args: argparse.Namespace, retriever, qids: list[str], texts: list[str], results):

@@ -91,6 +91,7 @@ def run_evaluation(
     batch: int = BATCH,
     measures: Sequence[str] = METRICS,
     run_scores: str = "trec",
+    quiet: bool = True,
 ) -> dict[str, Any]:
     """Run every query, score the run, write the run file and the report; returns the report.
 
@@ -98,7 +99,7 @@ def run_evaluation(
     Judged@k, ...), the latter computed by ir_measures on the scores as written to the run.
     `run_scores`: "trec" (default; `trec_scores`, the ranking survives trec_eval's re-sort) or
     "exact" (true float64 scores). The report's `metrics` hold the means and `per_query` holds
-    {measure: {qid: value}} over the judged queries.
+    {measure: {qid: value}} over the judged queries. `quiet=False` shows a progress bar (stderr).
     """
     check_k(k)
     check_threads(threads)
@@ -118,7 +119,7 @@ def run_evaluation(
     external = ExternalMeasures(theirs, judgements) if theirs else None
     evaluation, seconds = _run_queries(retriever, qids, texts, k, threads, batch, RunScorer(judgements, ours),
                                        RunWriter(run_path, tag, run_scores) if run_path is not None else None,
-                                       external)
+                                       external, quiet)
     per_query = by_measure(evaluation.per_query, ours)
     means = {name: evaluation.metrics[name] for name in ours}
     if external is not None:
@@ -190,10 +191,16 @@ def _pool_section(pool: np.ndarray) -> dict[str, Any]:
 
 def _run_queries(retriever: Retriever, qids: list[str], texts: list[str], k: int | None, threads: int | None,
                  batch: int, scorer: RunScorer, writer: RunWriter | None,
-                 external: ExternalMeasures | None = None) -> tuple[Evaluation, float]:
+                 external: ExternalMeasures | None = None, quiet: bool = True) -> tuple[Evaluation, float]:
     """Search every query in batches (timed), scoring and writing the run (untimed); (evaluation, seconds)."""
+    import sys
+
+    from tqdm import tqdm
+
     seconds = 0.0
-    with writer if writer is not None else nullcontext() as out:
+    bar = tqdm(total=len(texts), desc=f"ssr evaluate: {retriever.method}", unit=" queries", disable=quiet,
+               file=sys.stderr)
+    with bar, writer if writer is not None else nullcontext() as out:
         for start in range(0, len(texts), batch):
             t0 = time.perf_counter()
             results = retriever.search_batch(texts[start : start + batch], k, threads)
@@ -205,6 +212,7 @@ def _run_queries(retriever: Retriever, qids: list[str], texts: list[str], k: int
                     out.add(qid, ranked, res.scores.tolist())
                 if external is not None:
                     external.add(qid, ranked, trec_scores(res.scores).tolist())
+            bar.update(len(results))
     return scorer.finish(), seconds
 
 

@@ -1,0 +1,55 @@
+"""Say so before Numba compiles the kernels (the first run sits ~30 s otherwise, silently).
+
+A kernel module is *cold* when Numba's cache directory holds no index file (`*.nbi`) of it:
+nothing of it was ever compiled and cached there, so its first call compiles. Checking costs a
+directory listing per module (the modules are imported, nothing is compiled).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import TextIO
+
+NOTICE = "compiling kernels (first run only, ~30 s)"
+
+# the kernel modules each kind of command calls
+BUILD = ("ssr_engine.kernels.text", "ssr_engine.kernels.indexing", "ssr_engine.kernels.merge", "ssr_engine.hashing")
+SEARCH = ("ssr_engine.kernels.ssr", "ssr_engine.kernels.bm25", "ssr_engine.kernels.text", "ssr_engine.hashing")
+
+_announced = False
+
+
+def cold_modules(modules: tuple[str, ...]) -> list[str]:
+    """The modules among `modules` of which Numba's cache holds nothing yet."""
+    cold = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        cache_dir = None
+        for obj in vars(module).values():
+            cache = getattr(obj, "_cache", None)
+            path = getattr(cache, "_cache_path", None)
+            if path is not None and getattr(obj, "__module__", None) == name:
+                cache_dir = Path(path)
+                break
+        if cache_dir is None:
+            continue
+        stem = Path(module.__file__ or name).stem
+        if not cache_dir.is_dir() or not any(cache_dir.glob(f"{stem}.*.nbi")):
+            cold.append(name)
+    return cold
+
+
+def announce_compile(modules: tuple[str, ...] = BUILD + SEARCH, quiet: bool = False,
+                     stream: TextIO | None = None) -> bool:
+    """Print NOTICE (once per process, to stderr) when a kernel module is cold; True if printed."""
+    global _announced
+    if quiet or _announced or not cold_modules(modules):
+        return False
+    _announced = True
+    print(f"ssr: {NOTICE}", file=stream or sys.stderr, flush=True)
+    return True

@@ -1,0 +1,39 @@
+"""The first-run notice: "compiling kernels" exactly when Numba's cache holds nothing of a kernel module."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = """
+import io, numpy as np
+from ssr_engine import jit
+from ssr_engine.hashing import hash_spans
+before = jit.cold_modules(("ssr_engine.hashing", "ssr_engine.kernels.ssr"))
+out = io.StringIO()
+printed = jit.announce_compile(("ssr_engine.hashing",), stream=out)
+again = jit.announce_compile(("ssr_engine.hashing",), stream=out)  # once per process
+data = np.frombuffer(b"alpha beta", dtype=np.uint8)
+hash_spans(data, np.array([0, 5, 10], dtype=np.int64), np.uint64(0), np.uint64((1 << 64) - 1))
+after = jit.cold_modules(("ssr_engine.hashing", "ssr_engine.kernels.ssr"))
+print(before, printed, again, repr(out.getvalue()), after)
+"""
+
+
+def run(cache_dir: Path) -> str:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True,
+                          timeout=600).stdout.strip()
+
+
+def test_notice_on_a_cold_cache_only(tmp_path):
+    first = run(tmp_path)
+    # an empty cache: both modules cold, the notice printed once; compiling hashing warms it
+    assert first == ("['ssr_engine.hashing', 'ssr_engine.kernels.ssr'] True False "
+                     "'ssr: compiling kernels (first run only, ~30 s)\\n' ['ssr_engine.kernels.ssr']")
+    # a new process over the same cache: hashing is cached now, no notice for it
+    assert run(tmp_path).startswith("['ssr_engine.kernels.ssr'] False False '' ")
