@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     for m in measures:
         lacking = [p for p, r in zip(args.reports, reports, strict=True) if m not in r["metrics"]]
         if lacking:
-            raise SsrError(f"measure {m!r} is not in {', '.join(lacking)}")
+            raise SsrError(f"measure {m!r} is not in {', '.join(lacking)} (compute it with "
+                           f"`ssr evaluate --measures ... {m}`; ir_measures names such as AP, P@5, Judged@10 work)")
     tests = [] if args.tests.strip() == "none" else [t.strip() for t in args.tests.split(",") if t.strip()]
     unknown = [t for t in tests if t not in TESTS]
     if unknown:
