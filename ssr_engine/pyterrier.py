@@ -69,9 +69,7 @@ class SSRRetriever(pt.Transformer):
 
     def transform_outputs(self, input_columns: list[str]) -> list[str]:
         """The columns `transform` returns for these input columns (PyTerrier's pipeline inspection)."""
-        missing = {"qid", "query"} - set(input_columns)
-        if missing:
-            raise pt.validate.InputValidationError(f"SSRRetriever needs columns {sorted(missing)}")
+        pt.validate.columns(list(input_columns), includes=["qid", "query"], context=self)
         extra = [c for c in input_columns if c not in ("qid", "query", "docno", "score", "rank", "text")]
         return ["qid", "query", "docno", "score", "rank", "ssr_score", *(["text"] if self.text else []), *extra]
 
