@@ -216,7 +216,7 @@ def read_tsv(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, he
         )
 
 
-def document_fields(obj: Any) -> tuple[str, list[str]]:
+def document_fields(obj: Any, any_id: bool = False) -> tuple[str, list[str]]:
     """(id, values) of one document given as a mapping, a (id, text) pair or an object with
     `doc_id` and `text` (ir_datasets); ValueError with the reason otherwise.
 
@@ -258,14 +258,14 @@ def document_fields(obj: Any) -> tuple[str, list[str]]:
     if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
         raise ValueError(f"missing or non-string/integer id (keys: {', '.join(ID_KEYS)})")
     doc_id = str(doc_id)
-    if not doc_id or any(c.isspace() for c in doc_id):
+    if not doc_id or (not any_id and any(c.isspace() for c in doc_id)):
         raise ValueError(f"document id {doc_id!r} is empty or contains whitespace")
     if title is not None and not isinstance(title, str):
         raise ValueError('"title" must be a string')
     return doc_id, ([title] if title else []) + list(body)
 
 
-def _jsonl_document(path: Path, line: int, raw: bytes) -> tuple[str, list[str]]:
+def _jsonl_document(path: Path, line: int, raw: bytes, any_id: bool = False) -> tuple[str, list[str]]:
     try:
         obj = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -275,7 +275,7 @@ def _jsonl_document(path: Path, line: int, raw: bytes) -> tuple[str, list[str]]:
     if not isinstance(obj, dict):
         raise InputError(path, line, "expected a JSON object")
     try:
-        return document_fields(obj)
+        return document_fields(obj, any_id)
     except ValueError as exc:
         raise InputError(path, line, str(exc)) from None
 
@@ -298,7 +298,8 @@ def _values_chunk(ids: list[str], lines: list[int], values: list[bytes], counts:
     )
 
 
-def read_jsonl(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False) -> Iterator[Chunk]:
+def read_jsonl(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, any_id: bool = False
+               ) -> Iterator[Chunk]:
     """One JSON object per line: {"id", "text"} or {"id", "fields": [...]}; BEIR {"_id", "title",
     "text"}; Pyserini {"id", "contents"} (see `document_fields`)."""
     path = Path(path)
@@ -312,7 +313,7 @@ def read_jsonl(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False) 
             if not line.strip():
                 continue  # blank lines (and the final newline) carry no document
             try:
-                doc_id, fields = _jsonl_document(path, first_line + i, line)
+                doc_id, fields = _jsonl_document(path, first_line + i, line, any_id)
             except InputError as exc:
                 if not skip_bad_lines:
                     raise
@@ -428,6 +429,8 @@ def read_collection(source: str | os.PathLike[str] | Iterable[Any], fmt: str, ch
         return read_tsv(path, chunk_docs, skip_bad_lines, header)
     if fmt == "jsonl":
         return read_jsonl(path, chunk_docs, skip_bad_lines)
+    if fmt == "jsonl-any-id":  # agent registries: any non-empty id, whitespace included
+        return read_jsonl(path, chunk_docs, skip_bad_lines, any_id=True)
     raise InputError(path, None, f"unknown collection format {fmt!r} (expected tsv, jsonl or auto)")
 
 

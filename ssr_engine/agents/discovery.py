@@ -2,7 +2,7 @@
 
 A registry on disk is an index directory built from the cards' documents (`build_registry`)
 plus one file this module adds after the build, `agent_cards.parquet` (columns `id` and
-`card`, the card's structural fields as JSON), from which the pool's cards are loaded.
+`card`, the card as published, JSON text), from which the pool's cards are loaded.
 The index's own files are never changed. The search behind a registry is a
 `retrieval.Retriever`: the disk index's own method (`open_retriever(index, index.scoring)`:
 SSR, or BM25 for an index built with scoring "bm25"), or the pure-Python `ReferenceIndex`
@@ -11,6 +11,7 @@ for small in-memory registries.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import IndexFormatError, SsrError
+from ..errors import IndexFormatError, InputError, SsrError
 from ..retrieval import Retriever, SearchResult, check_k
 from .cards import AgentCard, capability_values, card_document, iter_cards, parse_card, unique_cards
 
@@ -87,9 +88,15 @@ class CardStore:
             row = self._row.get(card_id)
             if row is None:
                 raise IndexFormatError(f"{self.path}: no card {card_id!r} (card store and index disagree)")
-            card = parse_card(json.loads(self._json[row].as_py()), self.path, None, row + 1)
+            text = self._json[row].as_py()
+            card = parse_card(json.loads(text), self.path, None, row + 1, raw=text)
+            if card.id != card_id:  # the id was chosen at build time (e.g. an explicit one); keep it
+                card = dataclasses.replace(card, id=card_id)
             self._cache[card_id] = card
         return card
+
+    def __contains__(self, card_id: object) -> bool:
+        return card_id in self._row
 
     def all(self) -> list[AgentCard]:
         return [self.get(i) for i in self._ids]
@@ -110,7 +117,7 @@ def write_card_store(cards: Iterable[AgentCard], out: str | os.PathLike[str], ba
             docs: list[str] = []
             for card in cards:
                 ids.append(card.id)
-                docs.append(json.dumps(card.to_dict(), ensure_ascii=False))
+                docs.append(card.published())
                 if len(ids) >= batch:
                     writer.write_table(pa.table({"id": ids, "card": docs}, schema=schema))
                     n += len(ids)
@@ -174,6 +181,15 @@ class Registry:
             return self._cards[card_id]
         return self._cards.get(card_id)
 
+    def __contains__(self, card_id: object) -> bool:
+        return card_id in self._cards
+
+    def card_ids(self) -> list[str]:
+        """Every card id, in store order (= internal document order of the index)."""
+        if isinstance(self._cards, dict):
+            return list(self._cards)
+        return self._cards.ids()
+
     def cards(self) -> list[AgentCard]:
         """Every card of the registry (in store order)."""
         if isinstance(self._cards, dict):
@@ -212,12 +228,14 @@ def build_registry(
     scoring: str = "ssr",
     force: bool = False,
     quiet: bool = True,
+    on_duplicate: str = "error",
     **build_options: Any,
 ) -> Path:
     """Build an index over cards (a path for `iter_cards`, or cards) and add its card store.
 
     One streaming pass writes the build's JSONL documents and the card store to a temporary
     folder; the index is built from the documents, then the store is moved into it.
+    `on_duplicate`: "error" (a repeated id names both places) or "keep-last".
     """
     from ..indexing import build_index
 
@@ -227,11 +245,20 @@ def build_registry(
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.agents-", dir=out.parent))
     try:
         docs, store = work / "documents.jsonl", work / CARD_STORE
-        seen = _Counted(unique_cards(source))
+        seen = _Counted(unique_cards(source, on_duplicate))
         _write_both(seen, docs, store)
         if seen.n == 0:
             raise SsrError(f"{cards if isinstance(cards, (str, os.PathLike)) else 'cards'}: no cards")
-        build_index(docs, out, fmt="jsonl", scoring=scoring, force=force, quiet=quiet, **build_options)
+        try:
+            # ids are any non-empty string (spaces and Unicode included): cards were validated above
+            build_index(docs, out, fmt="jsonl-any-id", scoring=scoring, force=force, quiet=quiet,
+                        **build_options)
+        except InputError as exc:
+            if Path(exc.path) != docs:
+                raise
+            # never name the internal documents file: line n of it is the n-th card
+            where = seen.sources[exc.line - 1] if exc.line and exc.line <= len(seen.sources) else "cards"
+            raise SsrError(f"{where}: {str(exc).split(': ', 1)[-1]}") from exc
         shutil.move(str(store), str(out / CARD_STORE))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -242,6 +269,7 @@ class _Counted:
     def __init__(self, cards: Iterable[AgentCard]):
         self._it = iter(cards)
         self.n = 0
+        self.sources: list[str] = []  # where each card was read, in document order
 
     def __iter__(self) -> _Counted:
         return self
@@ -249,6 +277,7 @@ class _Counted:
     def __next__(self) -> AgentCard:
         card = next(self._it)
         self.n += 1
+        self.sources.append(card.source)
         return card
 
 
@@ -258,7 +287,7 @@ def _write_both(cards: Iterable[AgentCard], docs: Path, store: Path) -> None:
 
         def tee() -> Iterable[AgentCard]:
             for card in cards:
-                f.write(json.dumps(card_document(card), ensure_ascii=False))
+                f.write(json.dumps(card_document(card), ensure_ascii=True))
                 f.write("\n")
                 yield card
 

@@ -24,13 +24,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .cards import AgentCard
+from .cards import AgentCard, Param, clean_text
 from .providers import Provider, ProviderError, ProviderRequest
 
 STATUSES = ("selected", "empty_pool", "retrieval_miss", "api_failure", "invalid_index")
 
-# Skill descriptions are shortened in the listing so one verbose card cannot dominate the prompt.
+# Card text in the prompt is escaped and bounded per card, so that no card can forge prompt lines
+# or crowd out the others: every value goes through `clean_text` (newlines and other whitespace
+# runs become one space; control and format characters such as bidi overrides are dropped), each
+# field is cut to its limit below, at most MAX_ITEMS skills and MAX_ITEMS tools are listed (then
+# "(+N more)"), and a card's whole entry is cut to CARD_CHARS characters.
+NAME_CHARS = 100
+DESCRIPTION_CHARS = 300
 SKILL_DESCRIPTION_CHARS = 160
+MAX_ITEMS = 8
+MAX_PARAMS = 8
+CARD_CHARS = 1500
+QUERY_CHARS = 2000
 
 PROMPT_HEADER = (
     "You are an orchestrator. Choose the one agent best suited to the user's request.\n"
@@ -40,17 +50,39 @@ PROMPT_FOOTER = "\nUser request: {query}\nAnswer with the number of the chosen a
 
 
 def _short(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    text = clean_text(text)
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
+def _params(params: Sequence[Param]) -> str:
+    names = [_short(p.name, 40) for p in params[:MAX_PARAMS]]
+    if len(params) > MAX_PARAMS:
+        names.append("...")
+    return f"({', '.join(names)})" if params else ""
+
+
 def render_card(card: AgentCard) -> str:
-    """One card's listing entry without its number: name, description, skills."""
-    lines = [f"{card.title}: {' '.join(card.description.split())}".rstrip(": ")]
-    for s in card.skills:
-        desc = _short(s.description, SKILL_DESCRIPTION_CHARS)
-        lines.append(f"   - {s.name or s.id or 'skill'}" + (f": {desc}" if desc else ""))
-    return "\n".join(lines)
+    """One card's listing entry without its number: name, description, skills, tools (bounded, one value per line)."""
+    head = _short(card.label, NAME_CHARS)
+    desc = _short(card.description, DESCRIPTION_CHARS)
+    lines = [f"{head}{_params(card.params)}" + (f": {desc}" if desc else "")]
+    for s in card.skills[:MAX_ITEMS]:
+        sdesc = _short(s.description, SKILL_DESCRIPTION_CHARS)
+        tags = f" [{_short(', '.join(s.tags[:MAX_PARAMS]), 80)}]" if s.tags else ""
+        sname = _short(s.name or s.id or "skill", NAME_CHARS)
+        lines.append(f"   - skill {sname}{tags}" + (f": {sdesc}" if sdesc else ""))
+    if len(card.skills) > MAX_ITEMS:
+        lines.append(f"   (+{len(card.skills) - MAX_ITEMS} more skills)")
+    for t in card.tools[:MAX_ITEMS]:
+        tdesc = _short(t.description, SKILL_DESCRIPTION_CHARS)
+        lines.append(f"   - tool {_short(t.title or t.name or 'tool', NAME_CHARS)}{_params(t.params)}"
+                     + (f": {tdesc}" if tdesc else ""))
+    if len(card.tools) > MAX_ITEMS:
+        lines.append(f"   (+{len(card.tools) - MAX_ITEMS} more tools)")
+    text = "\n".join(lines)
+    if len(text) > CARD_CHARS:
+        text = text[: CARD_CHARS - 3].rstrip() + "..."
+    return text
 
 
 class PromptBuilder:
@@ -72,7 +104,7 @@ class PromptBuilder:
         """The full prompt; pass a precomputed `listing` of `cards` to reuse it across queries."""
         if listing is None:
             listing = self.listing(cards)
-        return PROMPT_HEADER + listing + PROMPT_FOOTER.format(query=" ".join(query.split()), n=len(cards))
+        return PROMPT_HEADER + listing + PROMPT_FOOTER.format(query=_short(query, QUERY_CHARS), n=len(cards))
 
 
 def build_prompt(query: str, cards: Sequence[AgentCard]) -> str:
@@ -98,14 +130,20 @@ def parse_choice(text: str) -> int | None:
         stripped = stripped.strip("`").removeprefix("json").strip()
     try:
         value: Any = json.loads(stripped)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: not JSON, or an integer beyond int()'s digit limit
         value = None
     else:
         found = _from_json(value)
         if found is not None:
             return found
     m = _INT.search(stripped)
-    return int(m.group()) if m else None
+    return _int(m.group()) if m else None
+
+
+def _int(digits: str) -> int | None:
+    """int(digits), or None when it has more digits than any pool size could (Python refuses
+    to convert more than 4,300 digits; an answer of that size is no valid index anyway)."""
+    return int(digits) if len(digits.lstrip("-")) <= 18 else None
 
 
 def _from_json(value: Any) -> int | None:
@@ -117,7 +155,7 @@ def _from_json(value: Any) -> int | None:
         return int(value) if value.is_integer() else None
     if isinstance(value, str):
         m = _INT.fullmatch(value.strip())
-        return int(m.group()) if m else None
+        return _int(m.group()) if m else None
     if isinstance(value, dict):
         lowered = {str(k).lower(): v for k, v in value.items()}
         for key in _ANSWER_KEYS:

@@ -1,4 +1,4 @@
-"""`ssr agents build|discover|ask|generate|bench`: agent discovery over a registry of Agent Cards."""
+"""`ssr agents build|add|remove|discover|ask|serve|generate|bench`: agent discovery over a registry of Agent Cards."""
 
 from __future__ import annotations
 
@@ -9,15 +9,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="agents_command", metavar="ACTION")
     sub.required = True
 
-    b = sub.add_parser("build", help="index a registry of Agent Cards", description="Index Agent Cards (a JSONL "
-                       "file, a .json file, or a folder of .json files) and store the cards with the index.")
-    b.add_argument("--cards", required=True, metavar="PATH", help="JSONL file, .json file or folder of .json files")
+    b = sub.add_parser("build", help="index a registry of Agent Cards", description="Index A2A Agent Cards (v0.3, "
+                       "v1.0) and MCP tools (tools/list responses) from a JSONL file, a .json file, or a folder of "
+                       "them (.well-known/agent-card.json layouts included); the cards are stored verbatim.")
+    b.add_argument("--cards", required=True, metavar="PATH", help="JSONL file, .json file or folder of card files")
+    b.add_argument("--on-duplicate", choices=("error", "keep-last"), default="error",
+                   help="a repeated card id is an error (default) or the last card wins")
     b.add_argument("--out", required=True, metavar="DIR", help="index directory to create")
     b.add_argument("--scoring", choices=("ssr", "bm25"), default="ssr", help="preselection method (default ssr)")
     b.add_argument("--stopwords", metavar="FILE", help="replacement stopword list, one word per line")
     b.add_argument("--cap", type=int, default=64, help="at most this many signals per card (default 64)")
     b.add_argument("--force", action="store_true", help="replace an existing index at --out")
     b.set_defaults(_action=_build)
+
+    ad = sub.add_parser("add", help="add or replace cards in a registry (live: no rebuild)",
+                        description="Add cards to a registry, replacing cards with the same id; rankings are "
+                        "exactly those of a rebuild over the live cards. Writes are journaled in the registry.")
+    ad.add_argument("--index", required=True, metavar="DIR", help="registry built by `ssr agents build`")
+    ad.add_argument("--cards", required=True, metavar="PATH", help="JSONL file, .json file or folder of card files")
+    ad.add_argument("--on-duplicate", choices=("error", "keep-last"), default="error",
+                    help="a card id repeated within --cards is an error (default) or the last card wins")
+    ad.set_defaults(_action=_add)
+
+    rm = sub.add_parser("remove", help="remove cards from a registry by id (live: no rebuild)",
+                        description="Remove the cards whose ids are listed in --ids (one id per line, taken "
+                        "exactly as written: spaces inside an id are part of it).")
+    rm.add_argument("--index", required=True, metavar="DIR", help="registry built by `ssr agents build`")
+    rm.add_argument("--ids", required=True, metavar="FILE", help="one card id per line")
+    rm.add_argument("--missing-ok", action="store_true", help="ids that are not in the registry are not an error")
+    rm.set_defaults(_action=_remove)
+
+    sv = sub.add_parser("serve", help="serve discovery over HTTP (JSON API + MCP) or MCP on stdio",
+                        description="An HTTP JSON API (POST /discover, GET/PUT/DELETE /cards/{id}, GET /health, "
+                        "OpenAPI docs at /docs) and an MCP server at /mcp (streamable HTTP), or MCP on stdio "
+                        "with --stdio. Needs the `serve` extra (fastapi, uvicorn, mcp).")
+    sv.add_argument("--index", required=True, metavar="DIR", help="registry built by `ssr agents build`")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    sv.add_argument("--token", help="require `Authorization: Bearer TOKEN` for writes (PUT, DELETE); "
+                    "default: $SSR_AGENTS_TOKEN if set")
+    sv.add_argument("--read-only", action="store_true", help="refuse every write")
+    sv.add_argument("--stdio", action="store_true", help="speak MCP on stdin/stdout instead of HTTP")
+    sv.add_argument("--max-k", type=int, default=1000, help="largest pool a request may ask for (default 1000)")
+    sv.add_argument("--max-body", type=int, default=1 << 20, help="largest request body in bytes (default 1 MiB)")
+    sv.set_defaults(_action=_serve)
 
     d = sub.add_parser("discover", help="the pool of candidate agents for a request",
                        description="Print the pool: at most K cards for the request, best first.")
@@ -83,7 +118,8 @@ def _build(args: argparse.Namespace) -> int:
     options = {"cap": args.cap}
     if args.stopwords:
         options["stopwords"] = load_stopwords(args.stopwords)
-    out = build_registry(args.cards, args.out, scoring=args.scoring, force=args.force, quiet=False, **options)
+    out = build_registry(args.cards, args.out, scoring=args.scoring, force=args.force, quiet=False,
+                         on_duplicate=args.on_duplicate, **options)
     print(f"agent registry written to {out}")
     return 0
 
@@ -91,11 +127,11 @@ def _build(args: argparse.Namespace) -> int:
 def _discover(args: argparse.Namespace) -> int:
     import json
 
-    from ..agents.discovery import Registry
+    from ..agents.live import open_registry
     from ..retrieval import check_k
 
     check_k(args.k)
-    registry = Registry.open(args.index)
+    registry = open_registry(args.index)
     pool = registry.discover(args.query, args.k)
     if args.json:
         out = pool.as_dict()
@@ -116,13 +152,13 @@ def _discover(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from ..agents.discovery import Registry
+    from ..agents.live import open_registry
     from ..agents.orchestrator import build_prompt, orchestrate
     from ..agents.providers import make_provider
     from ..retrieval import check_k
 
     check_k(args.k)
-    registry = Registry.open(args.index)
+    registry = open_registry(args.index)
     pool = registry.discover(args.query, args.k)
     http = {}
     if args.provider == "openai":
@@ -142,6 +178,57 @@ def _ask(args: argparse.Namespace) -> int:
     if outcome.status == "invalid_index":
         print(f"answer: {outcome.answer!r}")
     return 0 if outcome.status == "selected" else 1
+
+
+def _add(args: argparse.Namespace) -> int:
+    from ..agents.cards import read_cards
+    from ..agents.live import open_registry
+
+    registry = open_registry(args.index)
+    cards = read_cards(args.cards, args.on_duplicate)
+    replaced = sum(registry.put_many(cards))
+    print(f"{len(cards) - replaced} cards added, {replaced} replaced; the registry holds {len(registry)} cards")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    from ..agents.live import open_registry
+    from ..errors import InputError
+
+    try:
+        raw = open(args.ids, "rb").read()
+    except OSError as exc:
+        raise InputError(args.ids, None, f"cannot read ({exc.strerror})") from exc
+    ids: list[str] = []
+    for lineno, line in enumerate(raw.split(b"\n"), 1):
+        try:
+            text = line.decode("utf-8").removesuffix("\r")
+        except UnicodeDecodeError as exc:
+            raise InputError(args.ids, lineno, f"not UTF-8 ({exc.reason})") from exc
+        if lineno == 1:
+            text = text.removeprefix("\ufeff")
+        if text.strip():
+            ids.append(text)
+    registry = open_registry(args.index)
+    if not args.missing_ok:
+        absent = [i for i in ids if i not in registry]
+        if absent:
+            line = ids.index(absent[0]) + 1
+            raise InputError(args.ids, line, f"no card {absent[0]!r} in {args.index} ({len(absent)} ids absent; "
+                             "--missing-ok to skip them); nothing removed")
+    missing = registry.delete_many(ids)
+    print(f"{len(set(ids)) - len(missing)} cards removed; the registry holds {len(registry)} cards")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
+    from ..agents.server import serve
+
+    token = args.token if args.token is not None else os.environ.get("SSR_AGENTS_TOKEN") or None
+    return serve(args.index, host=args.host, port=args.port, token=token, stdio=args.stdio,
+                 read_only=args.read_only, max_k=args.max_k, max_body=args.max_body)
 
 
 def _generate(args: argparse.Namespace) -> int:

@@ -1,0 +1,321 @@
+"""`ssr agents serve`: discovery for agents, over an HTTP JSON API and MCP, on one live registry.
+
+HTTP (FastAPI under uvicorn; OpenAPI at /openapi.json, docs at /docs):
+
+    POST   /discover      {"query": "...", "k": 20, "explain": false}
+                          -> {"query", "k", "version", "pool": [{"id", "score", "matches", "card"}, ...]}
+    GET    /cards/{id}    -> the card as published (ids percent-encoded in the path)
+    PUT    /cards/{id}    body: the card -> 201 created / 200 replaced
+    DELETE /cards/{id}    -> 200, or 404
+    GET    /health        -> {"status": "ok", "cards", "version", "scoring"}
+
+MCP (the official `mcp` SDK): streamable HTTP at /mcp on the same server, or stdio with
+`--stdio`; tools `discover(query, k)` (the pool with cards) and `get_card(id)`.
+
+Every request is answered on the event loop thread, one at a time: a discovery takes well
+under a millisecond at 100,000 cards, and serialising reads and writes makes each answer
+see exactly one version of the registry (`version` counts the writes) and each write
+visible to the next request. Writes need `Authorization: Bearer TOKEN` when a token is
+set. Request bodies are bounded (413), bad input is a 4xx with `{"error": "..."}`.
+"""
+
+
+import hmac
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from ..errors import InputError, SsrError
+from .cards import parse_card
+from .discovery import Pool
+from .live import LiveRegistry
+
+SERVE_EXTRA = "pip install 'ssr_engine[serve]' (fastapi, uvicorn, mcp)"
+MAX_QUERY_CHARS = 10_000
+
+
+def _need(module: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise SsrError(f"`ssr agents serve` needs {module}: {SERVE_EXTRA}")
+
+
+def pool_json(registry: LiveRegistry, pool: Pool, explain: bool = False) -> str:
+    """The pool as JSON text; each card is spliced in as published (verbatim, never re-encoded)."""
+    entries = []
+    for cid, score, matches in zip(pool.ids, pool.scores, pool.matches, strict=True):
+        head = f'{{"id": {json.dumps(cid)}, "score": {json.dumps(score)}, "matches": {matches}'
+        if explain:
+            signals = [{"signal": s, "weight": w} for s, w in registry.explain(pool.query, cid)]
+            head += f', "signals": {json.dumps(signals)}'
+        entries.append(f'{head}, "card": {registry.card(cid).published()}}}')
+    return (f'{{"query": {json.dumps(pool.query)}, "k": {json.dumps(pool.k)}, "version": {registry.version}, '
+            f'"pool": [{", ".join(entries)}]}}')
+
+
+class _BodyLimit:
+    """ASGI middleware: a request body larger than `limit` bytes gets 413 (Content-Length or streamed)."""
+
+    def __init__(self, app: Any, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
+                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] != "http" or scope.get("path", "").startswith("/mcp"):
+            await self.app(scope, receive, send)  # the MCP transport bounds its own bodies
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await _send_error(send, 413, f"request body larger than {self.limit} bytes")
+                return
+        seen = 0
+
+        async def bounded() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge()
+            return message
+
+        try:
+            await self.app(scope, bounded, send)
+        except _TooLarge:
+            await _send_error(send, 413, f"request body larger than {self.limit} bytes")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _send_error(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_mcp(registry: LiveRegistry, max_k: int = 1000) -> Any:
+    """The MCP server (tools `discover` and `get_card`) over `registry`."""
+    _need("mcp")
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    server = MCPServer(
+        "ssr-agents",
+        instructions="Find the agents or tools that can serve a request: `discover` returns at most k cards, "
+        "best first, ranked by SSR (exact lexical signal overlap); `get_card` returns one card by id.",
+    )
+
+    @server.tool(name="discover", description="At most k agent/tool cards for a request, best first: "
+                 "each with id, score, matched signal count and the card as published.")
+    async def discover(query: str, k: int = 20) -> dict[str, Any]:
+        if not 1 <= k <= max_k:
+            raise ToolError(f"k must be in 1..{max_k}, got {k}")
+        if len(query) > MAX_QUERY_CHARS:
+            raise ToolError(f"query longer than {MAX_QUERY_CHARS} characters")
+        pool = registry.discover(query, k)
+        return json.loads(pool_json(registry, pool))
+
+    @server.tool(name="get_card", description="The card with this id, as published.")
+    async def get_card(id: str) -> dict[str, Any]:  # noqa: A002 - the tool's parameter is called id
+        try:
+            card = registry.card(id)
+        except KeyError:
+            raise ToolError(f"no card with id {id!r}") from None
+        return card.original()
+
+    return server
+
+
+def create_app(
+    registry: LiveRegistry,
+    *,
+    token: str | None = None,
+    read_only: bool = False,
+    max_k: int = 1000,
+    max_body: int = 1 << 20,
+    mcp: bool = True,
+    host: str = "127.0.0.1",
+) -> Any:
+    """The ASGI app: the HTTP JSON API, and MCP at /mcp (streamable HTTP) when `mcp`."""
+    _need("fastapi")
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse, Response
+    from pydantic import BaseModel, Field
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    mcp_server = create_mcp(registry, max_k) if mcp else None
+    mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host) if mcp_server else None
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        if mcp_server is not None:
+            async with mcp_server.session_manager.run():
+                yield
+        else:
+            yield
+
+    app = FastAPI(
+        title="SSR agent discovery",
+        version="1",
+        description="Narrow a registry of A2A agent cards and MCP tools to a pool of at most K, ranked by SSR "
+        "(exact, training-free lexical signal overlap). MCP (streamable HTTP) at /mcp.",
+        lifespan=lifespan,
+    )
+
+    class DiscoverRequest(BaseModel):
+        query: str = Field(max_length=MAX_QUERY_CHARS, description="the request to route")
+        k: int = Field(20, ge=1, le=max_k, description="pool size K")
+        explain: bool = Field(False, description="add each card's matched signals with their weights")
+
+    class Health(BaseModel):
+        status: str
+        cards: int
+        version: int
+        scoring: str
+
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for e in exc.errors():
+            where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+            parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
+        return error(400, "; ".join(parts) or "bad request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    def card_id_of(request: Request) -> str:
+        # the raw path, so that an id holding '/', '%' or '?' arrives exactly as it was encoded
+        raw = request.scope.get("raw_path") or request.url.path.encode()
+        tail = raw.decode("latin-1").split("?", 1)[0][len("/cards/"):]
+        try:
+            cid = unquote(tail, errors="strict")
+        except UnicodeDecodeError:
+            raise StarletteHTTPException(400, "card id is not percent-encoded UTF-8") from None
+        if not cid:
+            raise StarletteHTTPException(400, "empty card id")
+        return cid
+
+    def authorize(request: Request) -> None:
+        if read_only:
+            raise StarletteHTTPException(403, "this server is read-only")
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise StarletteHTTPException(401, "writes need Authorization: Bearer <token>",
+                                         headers={"WWW-Authenticate": "Bearer"})
+
+    @app.post("/discover", summary="The pool for a request",
+              responses={200: {"description": "`{query, k, version, pool: [{id, score, matches, card, "
+                                              "signals?}]}` in SSR order; cards as published"}})
+    async def discover(body: DiscoverRequest) -> Response:
+        pool = registry.discover(body.query, body.k)
+        return Response(pool_json(registry, pool, body.explain), media_type="application/json")
+
+    @app.get("/cards/{card_id:path}", summary="One card, as published")
+    async def get_card(request: Request, card_id: str) -> Response:
+        cid = card_id_of(request)
+        try:
+            card = registry.card(cid)
+        except KeyError:
+            return error(404, f"no card with id {cid!r}")
+        return Response(card.published(), media_type="application/json")
+
+    @app.put("/cards/{card_id:path}", summary="Add or replace a card (body: the card as published)",
+             status_code=201)
+    async def put_card(request: Request, card_id: str) -> Response:
+        authorize(request)
+        cid = card_id_of(request)
+        raw = await request.body()
+        try:
+            text = raw.decode("utf-8").removeprefix("\ufeff").strip()
+            obj = json.loads(text)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            return error(400, f"the body is not a JSON card ({str(exc)[:200]})")
+        if not isinstance(obj, dict):
+            return error(400, f"the body must be one card (a JSON object), got {type(obj).__name__}")
+        explicit = obj.get("id")
+        if explicit is not None and str(explicit) != cid:
+            return error(409, f"the card's own id {explicit!r} differs from the id in the path {cid!r}")
+        obj_for_id = obj if explicit is not None else {**obj, "id": cid}
+        try:
+            card = parse_card(obj_for_id, f"PUT /cards/{cid}", None, 1, raw=text)
+        except InputError as exc:
+            return error(400, str(exc))
+        try:
+            replaced = registry.put(card)
+        except SsrError as exc:
+            return error(409, str(exc))
+        body = json.dumps({"id": cid, "created": not replaced, "version": registry.version})
+        return Response(body, status_code=200 if replaced else 201, media_type="application/json")
+
+    @app.delete("/cards/{card_id:path}", summary="Remove a card")
+    async def delete_card(request: Request, card_id: str) -> Response:
+        authorize(request)
+        cid = card_id_of(request)
+        try:
+            deleted = registry.delete(cid)
+        except SsrError as exc:
+            return error(409, str(exc))
+        if not deleted:
+            return error(404, f"no card with id {cid!r}")
+        return Response(json.dumps({"id": cid, "deleted": True, "version": registry.version}),
+                        media_type="application/json")
+
+    @app.get("/health", summary="Liveness and registry size")
+    async def health() -> Health:
+        return Health(status="ok", cards=len(registry), version=registry.version, scoring=registry.scoring)
+
+    if mcp_app is not None:
+        app.router.routes.extend(mcp_app.routes)
+    return _BodyLimit(app, max_body)
+
+
+def serve(
+    index_dir: str | os.PathLike[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    stdio: bool = False,
+    read_only: bool = False,
+    max_k: int = 1000,
+    max_body: int = 1 << 20,
+) -> int:
+    """Run the server until interrupted (HTTP + MCP, or MCP on stdio)."""
+    if max_k < 1 or max_body < 1:
+        raise SsrError("--max-k and --max-body must be >= 1")
+    if not 0 <= port <= 65535:
+        raise SsrError(f"--port must be in 0..65535, got {port}")
+    registry = LiveRegistry.open(index_dir)
+    if stdio:
+        mcp_server = create_mcp(registry, max_k)
+        mcp_server.run("stdio")
+        return 0
+    _need("uvicorn")
+    import uvicorn
+
+    app = create_app(registry, token=token, read_only=read_only, max_k=max_k, max_body=max_body, host=host)
+    if token is None and not read_only and host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"ssr: warning: serving on {host} with writes open to anyone (use --token or --read-only)",
+              file=sys.stderr)
+    print(f"ssr: serving {Path(index_dir)} ({len(registry)} cards) on http://{host}:{port} (MCP at /mcp)",
+          file=sys.stderr)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    return 0
