@@ -75,7 +75,7 @@ def test_capability_values_are_the_structural_fields_one_value_each():
 
 def test_unknown_keys_are_ignored(tmp_path):
     extra = dict(FULL, version="1.0", capabilities={"streaming": True}, provider={"organization": "x"})
-    extra["skills"] = [dict(FULL["skills"][0], inputModes=["text"], outputModes=7)]
+    extra["skills"] = [dict(FULL["skills"][0], securityRequirements=[{"x": 1}], futureField=7)]
     a, b = read_cards(_jsonl(tmp_path, [FULL, dict(extra, id="weather-2")]))
     assert b == AgentCard(**{**a.__dict__, "id": "weather-2"})
 
@@ -86,7 +86,7 @@ def test_folder_of_json_files_single_cards_and_lists(tmp_path):
     (tmp_path / "notes.txt").write_text("not a card")
     cards = read_cards(tmp_path)
     assert [c.id for c in cards] == ["https://a.example", "B1", "B2"]
-    assert cards[2].source == f"{tmp_path / 'b.json'} (card #2)"
+    assert cards[2].source == f"{tmp_path / 'b.json'}:1"  # the line where the card starts
 
 
 def test_id_falls_back_to_url_then_name_and_integer_ids_are_text(tmp_path):
@@ -121,9 +121,9 @@ def test_wrong_types_name_file_line_and_card(tmp_path, card, fragment):
 
 
 def test_card_without_any_identifier_or_not_an_object(tmp_path):
-    with pytest.raises(InputError, match=r":1: card #1: no 'id', 'url' or 'name'"):
+    with pytest.raises(InputError, match=r":1: card #1: no 'id', endpoint url or 'name'"):
         read_cards(_jsonl(tmp_path, [{"description": "anonymous"}]))
-    with pytest.raises(InputError, match=r":1: card #1: must be a JSON object, got list"):
+    with pytest.raises(InputError, match=r":1: card #1: must be a JSON object, got int"):  # a line may hold a list of cards
         read_cards(_jsonl(tmp_path, ["[1, 2]"]))
 
 
@@ -141,19 +141,25 @@ def test_bad_json_and_bad_bytes_name_the_line(tmp_path):
         read_cards(bad)
 
 
+KEEP_LAST = "(--on-duplicate keep-last keeps the last)"
+
+
 def test_duplicate_ids_name_both_places(tmp_path):
     path = _jsonl(tmp_path, [{"id": "a"}, {"id": "b"}, {"name": "zzz", "id": "a"}])
     with pytest.raises(InputError) as err:
         read_cards(path)
-    assert str(err.value) == f"{path}:3: duplicate card id 'a'; first at {path}:1"
+    assert str(err.value) == f"{path}:3: duplicate card id 'a'; first at {path}:1 {KEEP_LAST}"
     folder = tmp_path / "f"
     folder.mkdir()
     (folder / "one.json").write_text(json.dumps({"url": "u1", "name": "x"}))
-    (folder / "two.json").write_text(json.dumps([{"name": "y"}, {"id": "u1"}]))
+    (folder / "two.json").write_text(json.dumps([{"name": "y"}, {"id": "u1"}], indent=1))
     with pytest.raises(InputError) as err:
         read_cards(folder)
     two, one = folder / "two.json", folder / "one.json"
-    assert str(err.value) == f"{two}: duplicate card id 'u1' (card #2); first at {one} (card #1)"
+    # the line where each card starts in a pretty-printed array
+    assert str(err.value) == f"{two}:5: duplicate card id 'u1'; first at {one}:1 {KEEP_LAST}"
+    kept = read_cards(folder, on_duplicate="keep-last")
+    assert [c.id for c in kept] == ["u1", "y"] and kept[0].name == "" and kept[0].source == f"{two}:5"
 
 
 def test_empty_or_missing_input_is_an_error(tmp_path):
@@ -163,7 +169,7 @@ def test_empty_or_missing_input_is_an_error(tmp_path):
         list(iter_cards(tmp_path / "absent.jsonl"))
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(InputError, match="no .json card files"):
+    with pytest.raises(InputError, match="no .json or .jsonl card files"):
         read_cards(empty)
 
 

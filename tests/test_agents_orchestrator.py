@@ -150,7 +150,7 @@ def test_malformed_json_response_is_an_api_failure(server):
     assert out.status == "api_failure" and "malformed response" in out.error
     server.script = [("raw", b'{"choices": []}')]
     out = orchestrate("q", POOL, _client(server))
-    assert out.status == "api_failure" and "no choices[0].message.content" in out.error
+    assert out.status == "api_failure" and "no choices[0].message" in out.error
 
 
 @pytest.mark.parametrize("code", [429, 500, 503])
@@ -292,7 +292,7 @@ def test_input_size_accounting():
 
 def test_prompt_lists_the_pool_numbered_with_skills():
     prompt = build_prompt("need weather", POOL)
-    assert "1. Alpha: Books flights.\n   - Book: Book a flight.\n2. Beta: Forecasts weather.\n3. c: Converts" in prompt
+    assert "1. Alpha: Books flights.\n   - skill Book: Book a flight.\n2. Beta: Forecasts weather.\n3. c: Converts" in prompt
     assert prompt.rstrip().endswith("(1-3).")
     assert "User request: need weather" in prompt
 

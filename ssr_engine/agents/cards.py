@@ -628,14 +628,21 @@ def write_documents(cards: Iterable[AgentCard], out: str | os.PathLike[str]) -> 
 
 
 def write_cards(cards: Iterable[AgentCard], out: str | os.PathLike[str]) -> int:
-    """Write cards as JSONL, each as published (or its structural fields when made in code)."""
+    """Write cards as JSONL, each as published (or its structural fields when made in code).
+
+    A card published over several lines (a pretty-printed .json file) is written on one line:
+    the same JSON value, re-encoded compactly.
+    """
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     n = 0
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             for card in cards:
-                f.write(card.published())
+                text = card.published()
+                if "\n" in text or "\r" in text:
+                    text = _dumps(json.loads(text))
+                f.write(text)
                 f.write("\n")
                 n += 1
         os.replace(tmp, out)

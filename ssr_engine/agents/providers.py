@@ -216,12 +216,13 @@ class OpenAIChatProvider:
         else:
             conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
         fired = threading.Event()
+        held: list[socket.socket] = []
 
         def expire() -> None:
-            # a socket timeout bounds one read only; this bounds the whole exchange
+            # a socket timeout bounds one read only; this bounds the whole exchange. The socket is
+            # the one captured at connect: http.client hands it to the response and forgets it
             fired.set()
-            sock = conn.sock
-            if sock is not None:
+            for sock in held:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
@@ -231,6 +232,11 @@ class OpenAIChatProvider:
         timer.daemon = True
         timer.start()
         try:
+            conn.connect()
+            if conn.sock is not None:
+                held.append(conn.sock)
+            if fired.is_set():  # the deadline passed while connecting
+                raise _Deadline()
             path = parts.path + (f"?{parts.query}" if parts.query else "")
             conn.request("POST", path, body=body, headers=self._headers())
             resp = conn.getresponse()

@@ -75,24 +75,32 @@ class _BodyLimit:
                 await _send_error(send, 413, f"request body larger than {self.limit} bytes")
                 return
         seen = 0
+        refused = False
 
         async def bounded() -> dict[str, Any]:
-            nonlocal seen
+            # a streamed body over the limit: answer 413 here, then tell the app the client left
+            # (FastAPI would turn an exception raised while reading into a 400)
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge()
+                    refused = True
+                    await _send_error(send, 413, f"request body larger than {self.limit} bytes")
+                    return {"type": "http.disconnect"}
             return message
 
+        async def guarded_send(message: dict[str, Any]) -> None:
+            if not refused:
+                await send(message)
+
         try:
-            await self.app(scope, bounded, send)
-        except _TooLarge:
-            await _send_error(send, 413, f"request body larger than {self.limit} bytes")
-
-
-class _TooLarge(Exception):
-    pass
+            await self.app(scope, bounded, guarded_send)
+        except Exception:
+            if not refused:
+                raise
 
 
 async def _send_error(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, message: str) -> None:
@@ -105,8 +113,12 @@ async def _send_error(send: Callable[[dict[str, Any]], Awaitable[None]], status:
 def create_mcp(registry: LiveRegistry, max_k: int = 1000) -> Any:
     """The MCP server (tools `discover` and `get_card`) over `registry`."""
     _need("mcp")
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    try:  # mcp 2.x
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError:  # mcp 1.x: the same server under its earlier name
+        from mcp.server.fastmcp import FastMCP as MCPServer
+        from mcp.server.fastmcp.exceptions import ToolError
 
     server = MCPServer(
         "ssr-agents",

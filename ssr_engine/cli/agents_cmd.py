@@ -200,6 +200,7 @@ def _remove(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(args.ids, None, f"cannot read ({exc.strerror})") from exc
     ids: list[str] = []
+    lines: dict[str, int] = {}
     for lineno, line in enumerate(raw.split(b"\n"), 1):
         try:
             text = line.decode("utf-8").removesuffix("\r")
@@ -209,13 +210,13 @@ def _remove(args: argparse.Namespace) -> int:
             text = text.removeprefix("\ufeff")
         if text.strip():
             ids.append(text)
+            lines.setdefault(text, lineno)
     registry = open_registry(args.index)
     if not args.missing_ok:
         absent = [i for i in ids if i not in registry]
         if absent:
-            line = ids.index(absent[0]) + 1
-            raise InputError(args.ids, line, f"no card {absent[0]!r} in {args.index} ({len(absent)} ids absent; "
-                             "--missing-ok to skip them); nothing removed")
+            raise InputError(args.ids, lines[absent[0]], f"no card {absent[0]!r} in {args.index} "
+                             f"({len(absent)} ids absent; --missing-ok to skip them); nothing removed")
     missing = registry.delete_many(ids)
     print(f"{len(set(ids)) - len(missing)} cards removed; the registry holds {len(registry)} cards")
     return 0

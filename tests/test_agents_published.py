@@ -1,0 +1,191 @@
+"""Cards as they are published: A2A v0.3 and v1.0 Agent Cards, MCP tools/list answers, folders.
+
+The fixtures in tests/data/agents follow the shapes of the A2A specification's sample card
+(v0.3, and v1.0 with supportedInterfaces) and the MCP specification's tools/list response;
+the SDKs themselves check them here (a2a-sdk's v1.0 protobuf AgentCard parsed strictly, its
+v0.3 model, mcp's ListToolsResult), so the fixtures are the real shapes, not our idea of them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ssr_engine.agents.cards import capability_values, iter_cards, read_cards
+from ssr_engine.agents.discovery import Registry, build_registry
+from ssr_engine.cli import main
+from ssr_engine.errors import InputError, SsrError
+
+DATA = Path(__file__).parent / "data" / "agents"
+V03 = DATA / "a2a-v0.3-agent-card.json"
+V10 = DATA / "a2a-v1.0-agent-card.json"
+TOOLS = DATA / "mcp-tools-list-response.json"
+
+
+def test_fixtures_are_the_sdks_own_shapes():
+    a2a_types = pytest.importorskip("a2a.types", reason="a2a-sdk not installed")
+    json_format = pytest.importorskip("google.protobuf.json_format")
+    # strict: an unknown field name would raise, so the v1.0 fixture uses exactly the spec's fields
+    json_format.ParseDict(json.loads(V10.read_text()), a2a_types.AgentCard())
+    v03 = pytest.importorskip("a2a.compat.v0_3.types")
+    v03.AgentCard.model_validate(json.loads(V03.read_text()))
+    mcp_types = pytest.importorskip("mcp.types", reason="mcp not installed")
+    envelope = json.loads(TOOLS.read_text())
+    mcp_types.JSONRPCResponse.model_validate(envelope)
+    mcp_types.ListToolsResult.model_validate(envelope["result"])
+
+
+def test_a2a_v03_card():
+    [card] = read_cards(V03)
+    assert card.id == "https://georoute-agent.example.com/a2a/v1"  # v0.3: the top-level url
+    assert card.name == "GeoSpatial Route Planner Agent"
+    assert [s.id for s in card.skills] == ["route-optimizer-traffic", "custom-map-generator"]
+    assert card.skills[0].tags == ("maps", "routing", "navigation", "directions", "traffic")
+    assert card.skills[1].input_modes == ("application/json",)
+    assert "image/jpeg" in card.skills[1].output_modes
+    # verbatim: the stored text is the file's, every field kept (security, provider, signatures)
+    assert card.raw == V03.read_text().strip()
+    assert card.original() == json.loads(V03.read_text())
+    # only capability text is indexed: no URLs, versions, provider or security fields
+    values = capability_values(card)
+    assert "maps" in values and "Traffic-Aware Route Optimizer" in values
+    assert not any("example.com" in v or v == "1.2.0" or "openid" in v for v in values)
+
+
+def test_a2a_v10_card_id_is_the_first_interface_url():
+    [card] = read_cards(V10)
+    assert card.id == "https://travel.example.com/a2a/v1" == card.url
+    original = card.original()
+    assert original["supportedInterfaces"][1]["protocolBinding"] == "GRPC"
+    assert original["securitySchemes"]["oauth"]["oauth2SecurityScheme"]["flows"]
+    assert [s.examples[0] for s in card.skills][0] == "Book a flight from Paris to Lisbon next Friday"
+
+
+def _tools(tmp_path, shape):
+    envelope = json.loads(TOOLS.read_text())
+    value = {"envelope": envelope, "result": envelope["result"], "array": envelope["result"]["tools"]}[shape]
+    path = tmp_path / f"{shape}.json"
+    path.write_text(json.dumps(value, indent=2))
+    return path
+
+
+@pytest.mark.parametrize("shape", ["envelope", "result", "array"])
+def test_mcp_tools_list_in_every_shape(tmp_path, shape):
+    cards = read_cards(_tools(tmp_path, shape))
+    assert [c.id for c in cards] == ["get_weather", "get_forecast"]
+    assert all(c.kind == "tool" for c in cards)
+    weather = cards[0]
+    assert weather.title == "Weather Information Provider"
+    assert [(p.name, p.description) for p in weather.params] == [("location", "City name or zip code")]
+    assert capability_values(weather) == ["get_weather", "Weather Information Provider",
+                                          "Get current weather information for a location", "location",
+                                          "City name or zip code"]
+    assert weather.original() == json.loads(TOOLS.read_text())["result"]["tools"][0]
+    # the line where each tool starts in the user's (pretty-printed) file
+    text = (tmp_path / f"{shape}.json").read_text().splitlines()
+    for card in cards:
+        assert text[card.source_line - 1].strip() == "{" and f'"{card.id}"' in text[card.source_line]
+
+
+def test_jsonl_of_tools_list_answers_and_cards(tmp_path):
+    envelope = json.loads(TOOLS.read_text())
+    v10 = json.loads(V10.read_text())
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(json.dumps(envelope) + "\n" + json.dumps(v10) + "\n")
+    cards = read_cards(path)
+    assert [(c.id, c.source_line) for c in cards] == [("get_weather", 1), ("get_forecast", 1),
+                                                      ("https://travel.example.com/a2a/v1", 2)]
+
+
+def test_json_rpc_error_and_non_tools_messages_are_refused(tmp_path):
+    bad = tmp_path / "err.json"
+    bad.write_text(json.dumps({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}}))
+    with pytest.raises(InputError, match=r"err.json:1: card #1: a JSON-RPC error response.*Method not found"):
+        read_cards(bad)
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"resources": []}}) + "\n")
+    with pytest.raises(InputError, match=r"other.jsonl:1: .*expected a tools/list response"):
+        read_cards(other)
+
+
+def test_well_known_folder_layout(tmp_path):
+    for name, src in (("travel", V10), ("geo", V03)):
+        d = tmp_path / name / ".well-known"
+        d.mkdir(parents=True)
+        (d / "agent-card.json").write_text(src.read_text())
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config.json").write_text("not json at all")  # hidden folders are not read
+    tools = tmp_path / "weather-server" / "tools.json"
+    tools.parent.mkdir()
+    tools.write_text(TOOLS.read_text())
+    cards = read_cards(tmp_path)
+    assert [c.id for c in cards] == ["https://georoute-agent.example.com/a2a/v1", "https://travel.example.com/a2a/v1",
+                                     "get_weather", "get_forecast"]
+    assert cards[0].source_path == str(tmp_path / "geo" / ".well-known" / "agent-card.json")
+
+
+def test_ids_with_spaces_and_unicode_build_and_are_found(tmp_path):
+    # v1.0 cards without interfaces fall back to the name: "Travel Agent" must build (it used to fail)
+    cards = [
+        {"name": "Travel Agent", "description": "books flights and hotels"},
+        {"id": "Agent météo ☀", "name": "Weather", "description": "weather forecast by zip code"},
+        {"id": " leading and trailing ", "description": "flights to Lisbon"},
+    ]
+    src = tmp_path / "cards.jsonl"
+    src.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cards), encoding="utf-8")
+    build_registry(src, tmp_path / "reg")
+    reg = Registry.open(tmp_path / "reg")
+    pool = reg.discover("flights", 5)
+    expected = Registry.from_cards(read_cards(src)).discover("flights", 5)
+    assert pool.ids == expected.ids == [" leading and trailing ", "Travel Agent"]  # a tie: id order
+    assert pool.scores == expected.scores
+    assert reg.card("Agent météo ☀").original() == cards[1]
+    assert reg.discover("zip code", 5).ids == ["Agent météo ☀"]
+
+
+def test_trec_runs_still_refuse_whitespace_ids(tmp_path):
+    from ssr_engine.eval.trec import write_run
+
+    with pytest.raises(ValueError, match="'Travel Agent' is empty or contains whitespace: it cannot go in a TREC run"):
+        write_run(tmp_path / "run.txt", [("q1", ["Travel Agent"], [1.0])])
+    assert not (tmp_path / "run.txt").exists()
+
+
+def test_duplicates_name_the_users_file_both_positions_and_keep_last(tmp_path, capsys):
+    src = tmp_path / "cards.jsonl"
+    src.write_text(json.dumps({"name": "A", "description": "alpha one"}) + "\n"
+                   + json.dumps({"name": "B", "description": "beta"}) + "\n"
+                   + json.dumps({"name": "A", "description": "alpha two"}) + "\n")
+    assert main(["agents", "build", "--cards", str(src), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert f"{src}:3: duplicate card id 'A'; first at {src}:1" in err
+    assert ".agents-" not in err and "documents.jsonl" not in err  # never an internal file
+    assert not (tmp_path / "r").exists()
+    assert main(["agents", "build", "--cards", str(src), "--out", str(tmp_path / "r"),
+                 "--on-duplicate", "keep-last"]) == 0
+    assert Registry.open(tmp_path / "r").card("A").description == "alpha two"
+
+
+def test_zip_code_weather_matches_the_tool_by_its_parameters(tmp_path):
+    build_registry(_tools(tmp_path, "envelope"), tmp_path / "reg")
+    reg = Registry.open(tmp_path / "reg")
+    pool = reg.discover("zip code weather", 5)
+    assert pool.ids[0] == "get_weather" and pool.matches[0] == 4
+    assert {s for s, _ in reg.explain("zip code weather", "get_weather")} == {"zip", "code", "zip code", "weather"}
+
+
+def test_card_store_returns_cards_verbatim(tmp_path):
+    build_registry(DATA, tmp_path / "reg")
+    reg = Registry.open(tmp_path / "reg")
+    for card in iter_cards(DATA):
+        stored = reg.card(card.id)
+        assert stored.raw == card.raw and stored.original() == card.original()
+
+
+def test_surrogate_id_is_a_clear_error(tmp_path):
+    src = tmp_path / "cards.jsonl"
+    src.write_text('{"id": "\\ud800", "name": "x"}\n')
+    with pytest.raises(SsrError, match=r"cards.jsonl:1: .*not valid Unicode"):
+        read_cards(src)
