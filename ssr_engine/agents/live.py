@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, SsrError
+from ..retrieval import check_k, numba_threads
 from ..scoring import _INT_ID, canonical_sum, signal_weight
 from .cards import AgentCard, capability_values, parse_card
-from ..retrieval import check_k, numba_threads
 from .discovery import Pool, Registry
 
 JOURNAL = "agent_updates.jsonl"
