@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, SsrError
+from ..ids import _INTEGER_ID as _INT_ID
 from ..retrieval import check_k, numba_threads
-from ..scoring import _INT_ID, canonical_sum, signal_weight
+from ..scoring import canonical_sum, signal_weight
 from .cards import AgentCard, capability_values, parse_card
 from .discovery import Pool, Registry
 
