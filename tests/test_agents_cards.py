@@ -123,7 +123,8 @@ def test_wrong_types_name_file_line_and_card(tmp_path, card, fragment):
 def test_card_without_any_identifier_or_not_an_object(tmp_path):
     with pytest.raises(InputError, match=r":1: card #1: no 'id', endpoint url or 'name'"):
         read_cards(_jsonl(tmp_path, [{"description": "anonymous"}]))
-    with pytest.raises(InputError, match=r":1: card #1: must be a JSON object, got int"):  # a line may hold a list of cards
+    # a line may hold a list of cards: here its first item is not one
+    with pytest.raises(InputError, match=r":1: card #1: must be a JSON object, got int"):
         read_cards(_jsonl(tmp_path, ["[1, 2]"]))
 
 

@@ -292,7 +292,8 @@ def test_input_size_accounting():
 
 def test_prompt_lists_the_pool_numbered_with_skills():
     prompt = build_prompt("need weather", POOL)
-    assert "1. Alpha: Books flights.\n   - skill Book: Book a flight.\n2. Beta: Forecasts weather.\n3. c: Converts" in prompt
+    listing = "1. Alpha: Books flights.\n   - skill Book: Book a flight.\n2. Beta: Forecasts weather.\n3. c: Converts"
+    assert listing in prompt
     assert prompt.rstrip().endswith("(1-3).")
     assert "User request: need weather" in prompt
 
