@@ -69,6 +69,7 @@ class LiveRegistry:
         self._delta_nonint = 0
         self._base_nonint: int | None = None
         self._rows: dict[str, int] | None = None
+        self._journal_file: Any = None
 
     # ------------------------------------------------------------------ opening
 
@@ -325,26 +326,30 @@ class LiveRegistry:
         self._remove_base(row, card_id)
         return True
 
-    def put(self, card: AgentCard) -> bool:
-        """Add a card, or replace the card with its id; True when it replaced one. Journaled."""
-        return self.put_many([card])[0]
+    def put(self, card: AgentCard, sync: bool = True) -> bool:
+        """Add a card, or replace the card with its id; True when it replaced one. Journaled.
 
-    def put_many(self, cards: Iterable[AgentCard]) -> list[bool]:
+        sync=False leaves the journal's fsync to a later `sync()` (a server answers other
+        requests meanwhile and acknowledges the write after it).
+        """
+        return self.put_many([card], sync)[0]
+
+    def put_many(self, cards: Iterable[AgentCard], sync: bool = True) -> list[bool]:
         """`put` for each card, journaled as one append."""
         with self._lock:
             self._searcher  # noqa: B018 - refuse before anything is written (BM25 registries)
             cards = list(cards)
-            self._append([{"op": "put", "id": c.id, "card": c.published()} for c in cards])
+            self._append([{"op": "put", "id": c.id, "card": c.published()} for c in cards], sync)
             out = [self._apply_put(c) for c in cards]
             self.version += len(cards)
             return out
 
-    def delete(self, card_id: str) -> bool:
+    def delete(self, card_id: str, sync: bool = True) -> bool:
         """Remove the card with this id; False (and nothing written) when there is none."""
         with self._lock:
             if card_id not in self:
                 return False
-            self._append([{"op": "delete", "id": card_id}])
+            self._append([{"op": "delete", "id": card_id}], sync)
             self._apply_delete(card_id)
             self.version += 1
             return True
@@ -365,14 +370,27 @@ class LiveRegistry:
             self.version += len(present)
             return missing
 
-    def _append(self, records: list[dict[str, Any]]) -> None:
+    def _append(self, records: list[dict[str, Any]], sync: bool = True) -> None:
         if self.journal is None or not records:
             return
         text = "".join(json.dumps(r, ensure_ascii=True) + "\n" for r in records)
-        with open(self.journal, "a", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
+        if self._journal_file is None:
+            self._journal_file = open(self.journal, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+        self._journal_file.write(text)
+        self._journal_file.flush()  # in the kernel's hands: a crash of this process loses nothing
+        if sync:
+            self.sync()
+
+    def sync(self) -> None:
+        """fsync the journal: every write made so far survives a power loss. Safe from another thread."""
+        f = self._journal_file
+        if f is not None:
             os.fsync(f.fileno())
+
+    def close(self) -> None:
+        if self._journal_file is not None:
+            self._journal_file.close()
+            self._journal_file = None
 
     def _replay(self) -> None:
         if self.journal is None or not self.journal.is_file():

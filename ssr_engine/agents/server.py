@@ -20,6 +20,7 @@ set. Request bodies are bounded (413), bad input is a 4xx with `{"error": "..."}
 """
 
 
+import asyncio
 import hmac
 import json
 import os
@@ -271,10 +272,14 @@ def create_app(
         except InputError as exc:
             return error(400, str(exc))
         try:
-            replaced = registry.put(card)
+            replaced = registry.put(card, sync=False)
         except SsrError as exc:
             return error(409, str(exc))
-        body = json.dumps({"id": cid, "created": not replaced, "version": registry.version})
+        version = registry.version
+        # visible now; acknowledged once durable. The fsync runs off the event loop, so other
+        # requests are answered meanwhile
+        await asyncio.to_thread(registry.sync)
+        body = json.dumps({"id": cid, "created": not replaced, "version": version})
         return Response(body, status_code=200 if replaced else 201, media_type="application/json")
 
     @app.delete("/cards/{card_id:path}", summary="Remove a card")
@@ -282,13 +287,14 @@ def create_app(
         authorize(request)
         cid = card_id_of(request)
         try:
-            deleted = registry.delete(cid)
+            deleted = registry.delete(cid, sync=False)
         except SsrError as exc:
             return error(409, str(exc))
         if not deleted:
             return error(404, f"no card with id {cid!r}")
-        return Response(json.dumps({"id": cid, "deleted": True, "version": registry.version}),
-                        media_type="application/json")
+        version = registry.version
+        await asyncio.to_thread(registry.sync)
+        return Response(json.dumps({"id": cid, "deleted": True, "version": version}), media_type="application/json")
 
     @app.get("/health", summary="Liveness and registry size")
     async def health() -> Health:
