@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from .cards import AgentCard, capability_values, card_document, iter_cards, pars
 
 CARD_STORE = "agent_cards.parquet"
 CARD_STORE_FORMAT = "ssr-agent-cards-v1"
+CARD_CACHE = 4096  # parsed cards kept per store
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ class CardStore:
         self._ids: list[str] = table.column("id").to_pylist()
         self._json = table.column("card")
         self._row = {cid: r for r, cid in enumerate(self._ids)}
-        self._cache: dict[str, AgentCard] = {}
+        # parsed cards, least recently used first; bounded so a long-running server stays flat
+        self._cache: OrderedDict[str, AgentCard] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -82,17 +85,25 @@ class CardStore:
     def ids(self) -> list[str]:
         return list(self._ids)
 
+    def text(self, card_id: str) -> str:
+        """The card's published JSON text (no parsing)."""
+        row = self._row.get(card_id)
+        if row is None:
+            raise IndexFormatError(f"{self.path}: no card {card_id!r} (card store and index disagree)")
+        return str(self._json[row].as_py())
+
     def get(self, card_id: str) -> AgentCard:
         card = self._cache.get(card_id)
-        if card is None:
-            row = self._row.get(card_id)
-            if row is None:
-                raise IndexFormatError(f"{self.path}: no card {card_id!r} (card store and index disagree)")
-            text = self._json[row].as_py()
-            card = parse_card(json.loads(text), self.path, None, row + 1, raw=text)
-            if card.id != card_id:  # the id was chosen at build time (e.g. an explicit one); keep it
-                card = dataclasses.replace(card, id=card_id)
-            self._cache[card_id] = card
+        if card is not None:
+            self._cache.move_to_end(card_id)
+            return card
+        text = self.text(card_id)
+        card = parse_card(json.loads(text), self.path, None, self._row[card_id] + 1, raw=text)
+        if card.id != card_id:  # the id was chosen at build time (e.g. an explicit one); keep it
+            card = dataclasses.replace(card, id=card_id)
+        self._cache[card_id] = card
+        if len(self._cache) > CARD_CACHE:
+            self._cache.popitem(last=False)
         return card
 
     def __contains__(self, card_id: object) -> bool:
@@ -183,6 +194,12 @@ class Registry:
 
     def __contains__(self, card_id: object) -> bool:
         return card_id in self._cards
+
+    def card_text(self, card_id: str) -> str:
+        """The card's published JSON text."""
+        if isinstance(self._cards, dict):
+            return self._cards[card_id].published()
+        return self._cards.text(card_id)
 
     def card_ids(self) -> list[str]:
         """Every card id, in store order (= internal document order of the index)."""

@@ -125,6 +125,16 @@ class LiveRegistry:
                 raise KeyError(card_id)
             return self.base.card(card_id)
 
+    def card_text(self, card_id: str) -> str:
+        """The live card's published JSON text; KeyError when there is none."""
+        with self._lock:
+            entry = self._delta.get(card_id)
+            if entry is not None:
+                return entry[0].published()
+            if self._base_live(card_id) is None:
+                raise KeyError(card_id)
+            return self.base.card_text(card_id)
+
     def cards(self) -> list[AgentCard]:
         """Every live card: base cards in store order, then added ones in the order written."""
         with self._lock:

@@ -55,7 +55,7 @@ def pool_json(registry: LiveRegistry, pool: Pool, explain: bool = False) -> str:
         if explain:
             signals = [{"signal": s, "weight": w} for s, w in registry.explain(pool.query, cid)]
             head += f', "signals": {json.dumps(signals)}'
-        entries.append(f'{head}, "card": {registry.card(cid).published()}}}')
+        entries.append(f'{head}, "card": {registry.card_text(cid)}}}')
     return (f'{{"query": {json.dumps(pool.query)}, "k": {json.dumps(pool.k)}, "version": {registry.version}, '
             f'"pool": [{", ".join(entries)}]}}')
 
@@ -134,16 +134,15 @@ def create_mcp(registry: LiveRegistry, max_k: int = 1000) -> Any:
             raise ToolError(f"k must be in 1..{max_k}, got {k}")
         if len(query) > MAX_QUERY_CHARS:
             raise ToolError(f"query longer than {MAX_QUERY_CHARS} characters")
-        pool = registry.discover(query, k)
+        pool = registry.discover(query, k, with_cards=False)
         return json.loads(pool_json(registry, pool))
 
     @server.tool(name="get_card", description="The card with this id, as published.")
     async def get_card(id: str) -> dict[str, Any]:  # noqa: A002 - the tool's parameter is called id
         try:
-            card = registry.card(id)
+            return json.loads(registry.card_text(id))
         except KeyError:
             raise ToolError(f"no card with id {id!r}") from None
-        return card.original()
 
     return server
 
@@ -238,17 +237,17 @@ def create_app(
               responses={200: {"description": "`{query, k, version, pool: [{id, score, matches, card, "
                                               "signals?}]}` in SSR order; cards as published"}})
     async def discover(body: DiscoverRequest) -> Response:
-        pool = registry.discover(body.query, body.k)
+        pool = registry.discover(body.query, body.k, with_cards=False)
         return Response(pool_json(registry, pool, body.explain), media_type="application/json")
 
     @app.get("/cards/{card_id:path}", summary="One card, as published")
     async def get_card(request: Request, card_id: str) -> Response:
         cid = card_id_of(request)
         try:
-            card = registry.card(cid)
+            text = registry.card_text(cid)
         except KeyError:
             return error(404, f"no card with id {cid!r}")
-        return Response(card.published(), media_type="application/json")
+        return Response(text, media_type="application/json")
 
     @app.put("/cards/{card_id:path}", summary="Add or replace a card (body: the card as published)",
              status_code=201)
