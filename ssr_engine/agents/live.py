@@ -368,7 +368,9 @@ class LiveRegistry:
         """Remove each id that is live; returns the ids that were not (nothing written for them)."""
         with self._lock:
             self._searcher  # noqa: B018
-            missing, present, seen = [], [], set()
+            missing: list[str] = []
+            present: list[str] = []
+            seen: set[str] = set()
             for cid in card_ids:
                 if cid in seen:
                     continue

@@ -114,12 +114,17 @@ async def _send_error(send: Callable[[dict[str, Any]], Awaitable[None]], status:
 def create_mcp(registry: LiveRegistry, max_k: int = 1000) -> Any:
     """The MCP server (tools `discover` and `get_card`) over `registry`."""
     _need("mcp")
+    import importlib
+
     try:  # mcp 2.x
-        from mcp.server.mcpserver import MCPServer
-        from mcp.server.mcpserver.exceptions import ToolError
+        server_module: Any = importlib.import_module("mcp.server.mcpserver")
+        errors_module: Any = importlib.import_module("mcp.server.mcpserver.exceptions")
+        MCPServer = server_module.MCPServer
     except ImportError:  # mcp 1.x: the same server under its earlier name
-        from mcp.server.fastmcp import FastMCP as MCPServer
-        from mcp.server.fastmcp.exceptions import ToolError
+        server_module = importlib.import_module("mcp.server.fastmcp")
+        errors_module = importlib.import_module("mcp.server.fastmcp.exceptions")
+        MCPServer = server_module.FastMCP
+    ToolError = errors_module.ToolError
 
     server = MCPServer(
         "ssr-agents",
