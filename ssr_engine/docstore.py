@@ -108,7 +108,7 @@ class DocStore:
             raise IndexFormatError(f"{path}: {md.num_rows} documents, the index has {index.n_docs}")
         self.path = path
         self.group_starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)]).tolist()
-        self.cache: OrderedDict[int, list[Any]] = OrderedDict()
+        self.cache: OrderedDict[int, Any] = OrderedDict()
 
     def fields(self, doc: int) -> list[str]:
         """The values of internal document `doc` (a title first where the source had one)."""
@@ -118,7 +118,8 @@ class DocStore:
         rows = self.cache.get(group)
         if rows is None:
             try:
-                rows = self.file.read_row_group(group, columns=["fields"]).column(0).to_pylist()
+                # kept as Arrow: converting one row, not the group's 4,096, to Python
+                rows = self.file.read_row_group(group, columns=["fields"]).column(0)
             except Exception as exc:
                 raise IndexFormatError(f"{self.path}: row group {group} unreadable ({exc})") from exc
             self.cache[group] = rows
@@ -126,7 +127,7 @@ class DocStore:
                 self.cache.popitem(last=False)
         else:
             self.cache.move_to_end(group)
-        return list(rows[doc - self.group_starts[group]])
+        return list(rows[doc - self.group_starts[group]].as_py())
 
     def text(self, doc: int) -> str:
         """The document's text: its values joined by newlines."""
