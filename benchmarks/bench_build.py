@@ -41,7 +41,9 @@ def main() -> None:
     m = run_measured(cmd)
     if m.returncode != 0:
         raise SystemExit(f"build failed with status {m.returncode}")
-    manifest = json.loads((args.out / "manifest.json").read_text())
+    from ssr_engine.format import open_index
+
+    manifest = open_index(args.out).manifest.to_dict()
     files = {name: rec["bytes"] for name, rec in manifest["files"].items()}
     inverted = sum(files[n] for n in ("vocab.npy", "postings_indptr.npy", "postings_docs.npy"))
     result = {

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     report["open_seconds"] = time.perf_counter() - t0
     texts = list(read_queries(args.queries).values())[: args.limit]
     report.update(documents=searcher.n_docs, terms=searcher.index.n_terms,
-                  postings=int(searcher.index.manifest["counts"]["postings"]), n_queries=len(texts))
+                  postings=searcher.index.manifest.counts.postings, n_queries=len(texts))
     warm_up(searcher, texts, args.k, report)
     peak = Peak()
     qb = prepare(searcher, texts, report)

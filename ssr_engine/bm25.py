@@ -58,10 +58,10 @@ class BM25Searcher(StoredText):
         self.k1 = float(k1)
         self.b = float(b)
         settings = index.settings
-        self.stopwords = frozenset(settings.get("stopwords", ()))
-        self.stem = bool(settings.get("stem", False))
-        self.seed = int(settings["hash"]["seed"])
-        self.bits = int(settings["hash"]["bits"])
+        self.stopwords = frozenset(settings.stopwords)
+        self.stem = settings.stem
+        self.seed = settings.hash.seed
+        self.bits = settings.hash.bits
         total = int(np.asarray(index.doc_lengths).sum(dtype=np.int64))
         # an index of empty documents has no postings: any positive avgdl gives the same (no) results
         self.avgdl = total / self.n_docs if total else 1.0

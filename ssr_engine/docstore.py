@@ -90,7 +90,7 @@ class DocStore:
     def __init__(self, index: Index):
         import pyarrow.parquet as pq
 
-        info = index.manifest.get("doc_store")
+        info = index.manifest.doc_store
         if not info:
             raise SsrError(f"{index.path}: no document text stored (build the index with --store-text)")
         path = Path(index.path) / DOC_STORE

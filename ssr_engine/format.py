@@ -1,8 +1,10 @@
 """The on-disk index format: the only module that knows file names, dtypes and the manifest.
 
-An index is a directory:
+An index is a directory of generations (`generations`: owner marker `ssr-index.json`, writer
+lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a directory:
 
-    manifest.json          format version, counts, settings, build parameters, checksums
+    manifest.json          format version, counts, settings, build parameters, a record (bytes,
+                           sha256) of every other file, and its own checksum (`Manifest`)
     vocab.npy              uint64[V]   sorted signal hashes; term id = position
     postings_indptr.npy    int64[V+1]  CSR over terms
     postings_docs.npy      uint32[P]   internal doc ids, ascending within each term
@@ -18,24 +20,37 @@ BM25 indexes (scoring "bm25") add term frequencies and document lengths:
 
     postings_tf.npy        uint32[P]   term frequency aligned with postings_docs
     doc_lengths.npy        uint32[N]   tokens per document
+
+Extra files registered in the manifest (`Manifest.extra_files`, name -> format id) travel with
+the segment and are checked by `verify` like the others (an agent registry's card store).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .errors import IndexFormatError
+from .generations import (
+    SEGMENT_MANIFEST,
+    Commit,
+    SegmentHold,
+    flat_v1_manifest,
+    open_commit,
+    read_owner,
+    seal,
+    unseal,
+    v1_error,
+)
 
 FORMAT_NAME = "ssr-index"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
+FORMAT_VERSION = 2
+MANIFEST = SEGMENT_MANIFEST
 
 # name -> dtype; the arrays every index has
 ARRAYS: dict[str, str] = {
@@ -52,7 +67,120 @@ BM25_ARRAYS: dict[str, str] = {
     "postings_tf": "uint32",
     "doc_lengths": "uint32",
 }
-TABLES = ("signals.parquet", "doc_ids.parquet")
+TABLES = ("signals.parquet", "doc_ids.parquet")  # SIGNALS_TABLE, DOC_IDS
+
+
+DOC_IDS = "doc_ids.parquet"
+SIGNALS_TABLE = "signals.parquet"
+CARD_STORE = "agent_cards.parquet"  # an agent registry's cards (agents.discovery), an extra file
+CARD_STORE_FORMAT = "ssr-agent-cards-v1"
+
+
+@dataclass(frozen=True)
+class Counts:
+    documents: int
+    terms: int
+    postings: int
+    empty_documents: int = 0
+
+
+@dataclass(frozen=True)
+class HashSettings:
+    name: str
+    seed: int
+    bits: int = 64
+    collision_policy: str = ""
+    collisions: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class SignalSettings:
+    """What a query must be processed with: the index's own settings (DESIGN.md 1 and 3)."""
+
+    stopwords_id: str
+    stopwords_sha256: str
+    stopwords: tuple[str, ...]
+    cap: int | None
+    bigrams: bool
+    stem: bool
+    hash: HashSettings
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A segment's manifest, typed. Free-form build metadata (`ids`, `input`, `build`) stays as dicts."""
+
+    scoring: str
+    counts: Counts
+    signals: SignalSettings
+    ids: dict[str, Any] = field(default_factory=dict)
+    input: dict[str, Any] = field(default_factory=dict)
+    build: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, FileRecord] = field(default_factory=dict)
+    extra_files: dict[str, str] = field(default_factory=dict)
+    doc_store: dict[str, Any] | None = None  # `docstore`: the stored texts (--store-text), or None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body (without format keys and checksum)."""
+        d = asdict(self)
+        d["signals"]["stopwords"] = list(self.signals.stopwords)
+        d["signals"]["hash"]["collisions"] = list(self.signals.hash.collisions)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: object = "manifest") -> Manifest:
+        """Parse and type-check a manifest body; `IndexFormatError` naming `where` on any defect."""
+        try:
+            c, s = data["counts"], data["signals"]
+            h = s["hash"]
+            counts = Counts(*(_int(c, k) for k in ("documents", "terms", "postings")),
+                            _int(c, "empty_documents") if "empty_documents" in c else 0)
+            stop = s["stopwords"]
+            if not isinstance(stop, list) or not all(isinstance(w, str) for w in stop):
+                raise ValueError("signals.stopwords must be a list of strings")
+            cap = s["cap"]
+            if cap is not None and (type(cap) is not int or cap < 1):
+                raise ValueError(f"signals.cap must be a positive integer or null, got {cap!r}")
+            bits = _int(h, "bits")
+            if not 1 <= bits <= 64:
+                raise ValueError(f"signals.hash.bits must be in 1..64, got {bits}")
+            seed = _int(h, "seed")
+            if seed >= 2**64:
+                raise ValueError(f"signals.hash.seed out of range: {seed}")
+            for key in ("bigrams", "stem"):
+                if type(s[key]) is not bool:
+                    raise ValueError(f"signals.{key} must be true or false")
+            settings = SignalSettings(
+                str(s["stopwords_id"]), str(s["stopwords_sha256"]), tuple(stop), cap, s["bigrams"], s["stem"],
+                HashSettings(str(h["name"]), seed, bits, str(h.get("collision_policy", "")),
+                             tuple(h.get("collisions", ()))),
+            )
+            scoring = data["scoring"]
+            if scoring not in ("ssr", "bm25"):
+                raise ValueError(f"scoring must be ssr or bm25, got {scoring!r}")
+            files = {str(n): FileRecord(_int(r, "bytes"), str(r["sha256"])) for n, r in data.get("files", {}).items()}
+            extra = {str(n): str(f) for n, f in data.get("extra_files", {}).items()}
+            store = data.get("doc_store")
+            if store is not None and not isinstance(store, dict):
+                raise ValueError("doc_store must be an object or null")
+            return cls(scoring, counts, settings, dict(data.get("ids", {})), dict(data.get("input", {})),
+                       dict(data.get("build", {})), files, extra, store)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise IndexFormatError(f"{where}: corrupt manifest ({detail})") from exc
+
+
+def _int(d: dict[str, Any], key: str) -> int:
+    v = d[key]
+    if type(v) is not int or v < 0:
+        raise ValueError(f"{key} must be a non-negative integer, got {v!r}")
+    return v
 
 
 def array_file(name: str) -> str:
@@ -110,62 +238,112 @@ class ArrayWriter:
         self._file.close()
 
 
+def npy_data_offset(f: Any) -> int:
+    """Byte offset of the data in an open .npy file (the one header reader of the package)."""
+    f.seek(0)
+    major, _ = np.lib.format.read_magic(f)
+    size = 2 if major == 1 else 4
+    return 8 + size + int.from_bytes(f.read(size), "little")
+
+
 def read_slice(path: Path, dtype: str | np.dtype, start: int, stop: int) -> np.ndarray:
     """Entries [start, stop) of a 1-d .npy file, read (not mapped) so memory stays bounded."""
     dt = np.dtype(dtype)
     with open(path, "rb") as f:
-        major, _ = np.lib.format.read_magic(f)
-        size = 2 if major == 1 else 4
-        data_start = 8 + size + int.from_bytes(f.read(size), "little")
-        f.seek(data_start + start * dt.itemsize)
+        f.seek(npy_data_offset(f) + start * dt.itemsize)
         return np.fromfile(f, dtype=dt, count=max(stop - start, 0))
 
 
-def file_record(directory: Path, name: str) -> dict[str, Any]:
+def file_record(directory: Path, name: str) -> FileRecord:
     path = directory / name
-    return {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+    return FileRecord(path.stat().st_size, sha256_file(path))
 
 
-def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    """Write manifest.json with a record (size, sha256) of every other file; atomically."""
-    files = sorted(
-        p.name for p in directory.iterdir() if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp")
-    )
-    manifest = dict(manifest)
-    manifest["format"] = FORMAT_NAME
-    manifest["format_version"] = FORMAT_VERSION
-    manifest["files"] = {name: file_record(directory, name) for name in files}
-    tmp = directory / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, directory / MANIFEST)
+# files of a segment that the manifest does not list: itself, and the readers' lock
+_UNLISTED = (MANIFEST, "readers.lock")
 
 
-def read_manifest(directory: Path) -> dict[str, Any]:
-    path = directory / MANIFEST
-    if not directory.is_dir():
-        raise IndexFormatError(f"{directory}: no index here (not a directory)")
-    if not path.is_file():
-        raise IndexFormatError(f"{path}: missing; {directory} is not an ssr index (or its build did not finish)")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IndexFormatError(f"{path}: corrupt manifest ({exc})") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise IndexFormatError(f"{path}: not an ssr index manifest")
-    version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
-        raise IndexFormatError(
-            f"{path}: index format version {version}, this ssr_engine reads version {FORMAT_VERSION}; rebuild the index"
-        )
+def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
+    """Write a segment's manifest.json, sealed, with a record (size, sha256) of every other file."""
+    from .atomic import write_text
+
+    names = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name not in _UNLISTED)
+    missing = [n for n in manifest.extra_files if n not in names]
+    if missing:
+        raise ValueError(f"extra files not in the segment: {missing}")
+    from dataclasses import replace
+
+    manifest = replace(manifest, files={n: file_record(directory, n) for n in names})
+    body = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **manifest.to_dict()}
+    write_text(directory / MANIFEST, seal(body))
     return manifest
+
+
+def read_manifest(segment: Path, sha256: str | None = None) -> Manifest:
+    """A segment's manifest, checked: seal, format, version, types, and `sha256` when the commit gives it."""
+    path = segment / MANIFEST
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise IndexFormatError(f"{path}: missing") from exc
+    except OSError as exc:
+        raise IndexFormatError(f"{path}: unreadable ({exc.strerror})") from exc
+    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+        raise IndexFormatError(f"{path}: differs from the checksum in the commit point (edited or corrupt)")
+    body = unseal(path, raw)
+    if body.get("format") != FORMAT_NAME:
+        raise IndexFormatError(f"{path}: not an ssr index manifest")
+    if body.get("format_version") != FORMAT_VERSION:
+        raise IndexFormatError(
+            f"{path}: index format version {body.get('format_version')!r}, this ssr_engine reads version "
+            f"{FORMAT_VERSION}; rebuild the index (ssr build-index ... --force)"
+        )
+    return Manifest.from_dict(body, path)
+
+
+def peek_index(path: str | os.PathLike[str]) -> tuple[Manifest, Commit] | None:
+    """The current manifest and commit point of the index at `path`, or None when there is no sound one."""
+    try:
+        commit, holds = open_commit(resolve_index(path))
+    except IndexFormatError:
+        return None
+    try:
+        if len(commit.segments) != 1:
+            return None
+        return read_manifest(Path(path) / commit.segments[0].name, commit.segments[0].manifest_sha256), commit
+    except IndexFormatError:
+        return None
+    finally:
+        for h in holds:
+            h.close()
+
+
+def resolve_index(path: str | os.PathLike[str]) -> Path:
+    """The index root at `path`; a clear error for a missing folder, a format-1 index or a segment folder."""
+    root = Path(path)
+    if not root.is_dir():
+        raise IndexFormatError(f"{root}: no index here (not a directory)")
+    if read_owner(root) is None:
+        v1 = flat_v1_manifest(root)
+        if v1 is not None:
+            raise v1_error(root, v1)
+        if (root / MANIFEST).is_file() and (root.parent / "ssr-index.json").is_file():
+            raise IndexFormatError(f"{root}: a segment of the index {root.parent}; open the index itself")
+        raise IndexFormatError(f"{root}: not an ssr index (no ssr-index.json; or its build did not finish)")
+    return root
 
 
 @dataclass
 class Index:
-    """An opened index: memory-mapped arrays plus the manifest."""
+    """An opened index segment: memory-mapped arrays plus the typed manifest.
+
+    Opened through `open_index`, it is a snapshot: the arrays are mapped and the id table's file
+    is held open at open time, and the segment is held against removal (`generations.SegmentHold`)
+    for the object's life, so a rebuild of the index never changes what it answers.
+    """
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     vocab: np.ndarray
     postings_indptr: np.ndarray
     postings_docs: np.ndarray
@@ -179,10 +357,14 @@ class Index:
     _doc_ids: list[str] | None = field(default=None, repr=False)
     _id_arrow: Any = field(default=None, repr=False)
     _id_fixed: np.ndarray | None = field(default=None, repr=False)
+    root: Path | None = None  # the index directory (path is its segment)
+    commit: Commit | None = field(default=None, repr=False)
+    _holds: list[SegmentHold] = field(default_factory=list, repr=False)
+    _id_file: Any = field(default=None, repr=False)
 
     @property
     def n_docs(self) -> int:
-        return int(self.manifest["counts"]["documents"])
+        return self.manifest.counts.documents
 
     @property
     def n_terms(self) -> int:
@@ -190,11 +372,17 @@ class Index:
 
     @property
     def scoring(self) -> str:
-        return str(self.manifest.get("scoring", "ssr"))
+        return self.manifest.scoring
 
     @property
-    def settings(self) -> dict[str, Any]:
-        return dict(self.manifest["signals"])
+    def settings(self) -> SignalSettings:
+        return self.manifest.signals
+
+    def close(self) -> None:
+        """Release the segment (its files may then be removed by the next writer)."""
+        for h in self._holds:
+            h.close()
+        self._holds = []
 
     def df(self) -> np.ndarray:
         """Document frequency of every term (derived from the CSR)."""
@@ -208,7 +396,17 @@ class Index:
         """External ids as one Arrow string array (about 10 bytes per id), row = internal doc id."""
         import pyarrow.parquet as pq
 
-        return pq.read_table(self.path / "doc_ids.parquet", columns=["id"]).column("id").combine_chunks()
+        source = self._id_file if self._id_file is not None else self.path / DOC_IDS
+        if self._id_file is not None:
+            self._id_file.seek(0)
+        try:
+            table = pq.read_table(source, columns=["id"])
+        except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on garbage
+            raise IndexFormatError(f"{self.path / DOC_IDS}: unreadable id table ({exc})") from exc
+        ids = table.column("id").combine_chunks()
+        if len(ids) != self.n_docs:
+            raise IndexFormatError(f"{self.path / DOC_IDS}: {len(ids)} ids, the manifest says {self.n_docs} documents")
+        return ids
 
     def ids_of(self, docs: np.ndarray) -> np.ndarray:
         """External ids of internal doc ids, as a NumPy str array (`<U{longest id}`).
@@ -273,43 +471,67 @@ def _fixed_width_ids(ids: Any) -> np.ndarray | None:
     return fixed
 
 
-def _open_array(directory: Path, name: str, dtype: str, record: dict[str, Any] | None) -> np.ndarray:
+def _open_array(directory: Path, name: str, dtype: str, record: FileRecord | None) -> np.ndarray:
     path = directory / array_file(name)
     if not path.is_file():
         raise IndexFormatError(f"{path}: missing file")
     if record is None:
         raise IndexFormatError(f"{path}: not listed in the manifest")
     size = path.stat().st_size
-    if size != record["bytes"]:
-        raise IndexFormatError(f"{path}: {size} bytes, the manifest says {record['bytes']} (truncated or replaced)")
+    if size != record.bytes:
+        raise IndexFormatError(f"{path}: {size} bytes, the manifest says {record.bytes} (truncated or replaced)")
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise IndexFormatError(f"{path}: corrupt array file ({exc})") from exc
     if arr.dtype != np.dtype(dtype) or arr.ndim != 1:
         raise IndexFormatError(f"{path}: dtype {arr.dtype} shape {arr.shape}, expected 1-d {dtype}")
     return arr
 
 
-def open_index(path: str | os.PathLike[str]) -> Index:
-    """Open an index memory-mapped; checks version, presence and size of every file.
+def open_index(path: str | os.PathLike[str], verify: bool = False) -> Index:
+    """Open the current generation of the index at `path`, memory-mapped, as a snapshot.
 
-    Sizes are checked here (cheap); full checksums with `verify_index`.
+    Checks the owner marker, the commit point and the manifest (their checksums), presence and
+    size of every file and array lengths against the counts. `verify=True` adds the full byte
+    check of every file (`verify_index`) first.
     """
-    directory = Path(path)
-    manifest = read_manifest(directory)
-    records = manifest.get("files", {})
-    for name in TABLES:
+    root = resolve_index(path)
+    if verify:
+        problems = verify_index(root)
+        if problems:
+            raise IndexFormatError("; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5
+                                                              else ""))
+    commit, holds = open_commit(root)
+    try:
+        if len(commit.segments) != 1:
+            raise IndexFormatError(f"{commit.path}: {len(commit.segments)} segments; open_index reads one-segment "
+                                   "indexes (a live index has its own reader)")
+        ref = commit.segments[0]
+        index = open_segment(root / ref.name, ref.manifest_sha256)
+        index.root, index.commit, index._holds = root, commit, holds
+    except BaseException:
+        for h in holds:
+            h.close()
+        raise
+    return index
+
+
+def open_segment(directory: Path, manifest_sha256: str | None = None) -> Index:
+    """Open one segment folder (the caller holds it; `open_index` does all of this for an index)."""
+    manifest = read_manifest(directory, manifest_sha256)
+    records = manifest.files
+    for name in (*TABLES, *manifest.extra_files):
         if not (directory / name).is_file():
             raise IndexFormatError(f"{directory / name}: missing file")
-        if (directory / name).stat().st_size != records.get(name, {}).get("bytes"):
+        if name not in records or (directory / name).stat().st_size != records[name].bytes:
             raise IndexFormatError(f"{directory / name}: size differs from the manifest (truncated or replaced)")
     names = dict(ARRAYS)
-    if manifest.get("scoring", "ssr") == "bm25":
+    if manifest.scoring == "bm25":
         names.update(BM25_ARRAYS)
     arrays = {n: _open_array(directory, n, d, records.get(array_file(n))) for n, d in names.items()}
-    counts = manifest["counts"]
-    n, v, p = counts["documents"], counts["terms"], counts["postings"]
+    c = manifest.counts
+    n, v, p = c.documents, c.terms, c.postings
     expected = {
         "vocab": v, "postings_indptr": v + 1, "postings_docs": p, "forward_indptr": n + 1,
         "forward_terms": p, "doc_rank": n, "signal_offsets": v + 1, "postings_tf": p, "doc_lengths": n,
@@ -317,26 +539,45 @@ def open_index(path: str | os.PathLike[str]) -> Index:
     for name, arr in arrays.items():
         if name in expected and arr.shape[0] != expected[name]:
             raise IndexFormatError(f"{directory / array_file(name)}: {arr.shape[0]} entries, expected {expected[name]}")
-    return Index(
+    try:
+        id_file = open(directory / DOC_IDS, "rb")  # held: the ids stay this generation's
+    except OSError as exc:
+        raise IndexFormatError(f"{directory / DOC_IDS}: unreadable ({exc.strerror})") from exc
+    index = Index(
         path=directory, manifest=manifest, vocab=arrays["vocab"], postings_indptr=arrays["postings_indptr"],
         postings_docs=arrays["postings_docs"], forward_indptr=arrays["forward_indptr"],
         forward_terms=arrays["forward_terms"], doc_rank=arrays["doc_rank"], signal_offsets=arrays["signal_offsets"],
         signal_bytes=arrays["signal_bytes"], postings_tf=arrays.get("postings_tf"),
-        doc_lengths=arrays.get("doc_lengths"),
+        doc_lengths=arrays.get("doc_lengths"), _id_file=id_file,
     )
+    return index
 
 
 def verify_index(path: str | os.PathLike[str]) -> list[str]:
-    """Recompute every file's checksum; returns a list of problems (empty when sound)."""
-    directory = Path(path)
-    manifest = read_manifest(directory)
-    problems = []
-    for name, record in sorted(manifest.get("files", {}).items()):
-        p = directory / name
-        if not p.is_file():
-            problems.append(f"{p}: missing")
-        elif p.stat().st_size != record["bytes"]:
-            problems.append(f"{p}: {p.stat().st_size} bytes, expected {record['bytes']}")
-        elif sha256_file(p) != record["sha256"]:
-            problems.append(f"{p}: checksum mismatch (corrupt)")
+    """The full check: owner marker, commit point, manifests and every file's sha256; problems found (empty: sound)."""
+    try:
+        root = resolve_index(path)
+        commit, holds = open_commit(root)
+    except IndexFormatError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    try:
+        for ref in commit.segments:
+            directory = root / ref.name
+            try:
+                manifest = read_manifest(directory, ref.manifest_sha256)
+            except IndexFormatError as exc:
+                problems.append(str(exc))
+                continue
+            for name, record in sorted(manifest.files.items()):
+                p = directory / name
+                if not p.is_file():
+                    problems.append(f"{p}: missing")
+                elif p.stat().st_size != record.bytes:
+                    problems.append(f"{p}: {p.stat().st_size} bytes, expected {record.bytes}")
+                elif sha256_file(p) != record.sha256:
+                    problems.append(f"{p}: checksum mismatch (corrupt)")
+    finally:
+        for h in holds:
+            h.close()
     return problems

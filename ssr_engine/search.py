@@ -66,10 +66,12 @@ class Searcher(StoredText):
             raise SsrError(f"{self.index.path}: a {self.index.scoring!r} index; method {method!r} needs an index "
                            "built with --scoring ssr")
         settings = self.index.settings
-        self.stopwords = StopwordList(settings["stopwords_id"], frozenset(settings["stopwords"]))
-        self.cap = int(settings["cap"])
-        self.seed = np.uint64(int(settings["hash"]["seed"]))
-        self.mask = hash_mask(int(settings["hash"].get("bits", 64)))
+        if settings.cap is None:
+            raise SsrError(f"{self.index.path}: an SSR index without a signal cap (corrupt manifest)")
+        self.stopwords = StopwordList(settings.stopwords_id, frozenset(settings.stopwords))
+        self.cap = settings.cap
+        self.seed = np.uint64(settings.hash.seed)
+        self.mask = hash_mask(settings.hash.bits)
         self.block = block
         self._extractor = Extractor(self.stopwords, self.cap)
 

@@ -91,20 +91,31 @@ def test_bm25_preselection_registry(tmp_path, cards, queries):
     assert registry.discover(queries[0].text, 3).ids == pools[0].ids[:3]
 
 
-def test_missing_or_mismatched_card_store(tmp_path, cards, ssr_dir):
+def test_card_store_is_registered_and_checked(tmp_path, cards, ssr_dir):
     import shutil
 
+    from ssr_engine.agents.discovery import write_card_store
+    from ssr_engine.format import open_index, verify_index
+    from ssr_engine.indexing import build_index
+
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"id": "a", "text": "alpha beta"}\n')
+    with pytest.raises(IndexFormatError, match="not an agent registry"):
+        Registry.open(build_index(plain, tmp_path / "plain", quiet=True))
     copy = tmp_path / "copy"
     shutil.copytree(ssr_dir, copy)
-    (copy / CARD_STORE).unlink()
-    with pytest.raises(IndexFormatError, match="not an agent registry"):
+    store = open_index(copy).path / CARD_STORE
+    assert verify_index(copy) == []
+    raw = store.read_bytes()
+    store.write_bytes(raw[:-1] + bytes([raw[-1] ^ 0x55]))  # same size: open passes, verify does not
+    assert any("agent_cards.parquet: checksum mismatch" in p for p in verify_index(copy))
+    write_card_store(cards[:10], store)
+    with pytest.raises(IndexFormatError, match="agent_cards.parquet: size differs"):
         Registry.open(copy)
-    from ssr_engine.agents.discovery import write_card_store
-
-    write_card_store(cards[:10], copy / CARD_STORE)
-    with pytest.raises(IndexFormatError, match="10 cards, the index has 300"):
+    store.unlink()
+    with pytest.raises(IndexFormatError, match="agent_cards.parquet: missing"):
         Registry.open(copy)
-    (copy / CARD_STORE).write_bytes(b"garbage")
+    store.write_bytes(b"garbage".ljust(len(raw), b"!"))
     with pytest.raises(IndexFormatError, match="unreadable card store"):
         Registry.open(copy)
 

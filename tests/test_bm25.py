@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 from collections import Counter
@@ -13,7 +14,7 @@ import pytest
 from ssr_engine import stemming
 from ssr_engine.bm25 import BM25Searcher, lucene_idf
 from ssr_engine.errors import ArgumentError, SsrError
-from ssr_engine.format import Index
+from ssr_engine.format import Counts, HashSettings, Index, Manifest, SignalSettings
 from ssr_engine.hashing import signal_hash
 from ssr_engine.ids import id_order
 from ssr_engine.stemming import bm25_tokens, stem_tokens
@@ -41,12 +42,12 @@ def make_index(ids: list[str], doc_tokens: list[list[str]], stopwords=STOPWORDS_
     encoded = [t.encode() for t in terms]
     offsets = np.zeros(len(terms) + 1, dtype=np.int64)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    manifest = {
-        "scoring": "bm25",
-        "counts": {"documents": len(ids), "terms": len(terms), "postings": int(indptr[-1])},
-        "signals": {"stopwords": sorted(stopwords), "cap": None, "stem": stem,
-                    "hash": {"name": "fnv1a64-fmix64", "seed": seed, "bits": 64}},
-    }
+    manifest = Manifest(
+        scoring="bm25",
+        counts=Counts(len(ids), len(terms), int(indptr[-1])),
+        signals=SignalSettings("test", "", tuple(sorted(stopwords)), None, False, stem,
+                               HashSettings("fnv1a64-fmix64", seed, 64)),
+    )
     return Index(
         path=Path("<memory>"), manifest=manifest, vocab=hashes, postings_indptr=indptr,
         postings_docs=np.array([d for p in postings for d, _ in p], dtype=np.uint32),
@@ -203,7 +204,7 @@ def test_hash_hit_with_another_string_is_not_a_match():
 
 def test_ssr_index_is_refused():
     index = make_index(["1"], [["aa"]])
-    index.manifest["scoring"] = "ssr"
+    index.manifest = dataclasses.replace(index.manifest, scoring="ssr")
     index.postings_tf = None
     with pytest.raises(SsrError, match="--scoring bm25"):
         BM25Searcher(index)
@@ -273,7 +274,7 @@ def test_cranfield_built_index_agrees_with_bm25s_and_the_in_memory_index(tmp_pat
     queries = [t for _, t in cranfield.queries]
     ids = [i for i, _ in docs]
     searcher = built_searcher(tmp_path, ids, [t for _, t in docs])
-    assert searcher.index.manifest["signals"]["stem"] is False
+    assert searcher.index.manifest.signals.stem is False
     doc_tokens = [bm25_tokens(t, STOPWORDS_V1) for _, t in docs]
     assert searcher.index.doc_lengths.tolist() == [len(t) for t in doc_tokens]
     query_tokens = [bm25_tokens(t, STOPWORDS_V1) for t in queries]

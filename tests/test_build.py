@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -40,7 +39,7 @@ def assert_matches_reference(index, ref: ReferenceIndex) -> None:
     for s, docs in contents.items():
         assert docs == [d for d in range(ref.n_docs) if s in ref.doc_signals[d]], s
     assert np.all(np.diff(index.vocab.astype(np.float64)) > 0) or index.n_terms <= 1
-    seed, bits = index.settings["hash"]["seed"], index.settings["hash"]["bits"]
+    seed, bits = index.settings.hash.seed, index.settings.hash.bits
     assert [signal_hash(index.signal(t), seed, bits) for t in range(index.n_terms)] == index.vocab.tolist()
     strings = [index.signal(t) for t in range(index.n_terms)]
     for d in range(ref.n_docs):
@@ -48,7 +47,7 @@ def assert_matches_reference(index, ref: ReferenceIndex) -> None:
         assert terms == sorted(terms)
         assert {strings[t] for t in terms} == ref.doc_signals[d]
     assert index.doc_ids() == ref.ids
-    assert verify_index(index.path) == []
+    assert verify_index(index.root) == []
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -76,8 +75,8 @@ def test_cranfield_index_equals_reference(tmp_path, cranfield_docs):
     index = open_index(out)
     ids = [d for d, _ in cranfield_docs]
     assert_matches_reference(index, ReferenceIndex.from_texts(ids, [t for _, t in cranfield_docs]))
-    assert index.manifest["counts"]["documents"] == 1400
-    assert index.manifest["ids"]["integer"] is True
+    assert index.manifest.counts.documents == 1400
+    assert index.manifest.ids["integer"] is True
 
 
 def test_tsv_and_jsonl_give_the_same_index(tmp_path):
@@ -92,7 +91,7 @@ def test_tsv_and_jsonl_give_the_same_index(tmp_path):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert a.doc_ids() == b.doc_ids() == ["d3", "d1", "d2"]
     assert a.doc_rank.tolist() == [2, 0, 1]
-    assert a.manifest["ids"]["integer"] is False
+    assert a.manifest.ids["integer"] is False
 
 
 def test_jsonl_fields_are_card_signals(tmp_path):
@@ -151,8 +150,8 @@ def test_skip_bad_lines_counts_and_lists_them(tmp_path, case):
     path = tmp_path / "c.tsv"
     path.write_bytes(raw)
     index = open_index(build_index(path, tmp_path / "idx", skip_bad_lines=True, quiet=True))
-    assert index.manifest["input"]["lines_skipped"] == 1
-    assert index.manifest["input"]["skipped"][0]["line"] == line
+    assert index.manifest.input["lines_skipped"] == 1
+    assert index.manifest.input["skipped"][0]["line"] == line
     assert index.n_docs == raw.count(b"\n") - 1
 
 
@@ -199,7 +198,8 @@ def test_open_rejects_missing_truncated_corrupt_and_other_versions(tmp_path):
     out = build_index(path, tmp_path / "idx", quiet=True)
     with pytest.raises(IndexFormatError, match="missing"):
         open_index(tmp_path / "nowhere")
-    docs = out / "postings_docs.npy"
+    seg = open_index(out).path
+    docs = seg / "postings_docs.npy"
     raw = docs.read_bytes()
     docs.write_bytes(raw[:-4])
     with pytest.raises(IndexFormatError, match="postings_docs.npy: .*truncated"):
@@ -210,13 +210,13 @@ def test_open_rejects_missing_truncated_corrupt_and_other_versions(tmp_path):
     assert cli_main(["verify", str(out)]) == 2
     docs.write_bytes(raw)
     assert cli_main(["verify", str(out)]) == 0
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((seg / "manifest.json").read_text())
     manifest["format_version"] = 99
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(IndexFormatError, match="version 99"):
+    (seg / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="checksum"):  # the commit point holds the manifest's sha256
         open_index(out)
-    (out / "manifest.json").write_text("{not json")
-    with pytest.raises(IndexFormatError, match="corrupt manifest"):
+    (seg / "manifest.json").write_text("{not json")
+    with pytest.raises(IndexFormatError, match="checksum"):
         open_index(out)
 
 
@@ -226,7 +226,7 @@ def test_index_info_reports_counts_and_sizes(tmp_path, capsys):
     assert cli_main(["index-info", str(out), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["counts"] == {"documents": 2, "terms": 5, "postings": 6, "empty_documents": 0}
-    assert info["files"]["postings_docs.npy"] == (out / "postings_docs.npy").stat().st_size
+    assert info["files"]["postings_docs.npy"] == (out / info["segment"] / "postings_docs.npy").stat().st_size
     assert cli_main(["index-info", str(out)]) == 0
     assert "postings     6" in capsys.readouterr().out
 
@@ -247,9 +247,9 @@ def test_collisions_are_detected_and_the_build_reseeds(tmp_path):
     first_clean = next(s for s in range(8) if not collides(s, bits))
     path = write_tsv(tmp_path / "c.tsv", list(zip(ids, docs, strict=True)))
     index = open_index(build_index(path, tmp_path / "idx", hash_bits=bits, chunk_docs=7, quiet=True))
-    h = index.settings["hash"]
-    assert h["seed"] == first_clean and len(h["collisions"]) == first_clean
-    assert all(len(set(c["collision"])) == 2 for c in h["collisions"])  # two distinct signals named
+    h = index.settings.hash
+    assert h.seed == first_clean and len(h.collisions) == first_clean
+    assert all(len(set(c["collision"])) == 2 for c in h.collisions)  # two distinct signals named
     assert_matches_reference(index, ReferenceIndex.from_texts(ids, docs))
 
 
@@ -280,31 +280,24 @@ def test_interrupted_build_leaves_nothing_that_opens(tmp_path, how):
            "--chunk-docs", "500", "--workers", "1", "--quiet"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
     deadline = time.time() + 120
-    while time.time() < deadline and not list(tmp_path.glob(".idx.building-*/runs/run00003.local.npy")):
+    while time.time() < deadline and not list(out.glob(".staging-*/runs/run00003.local.npy")):
         time.sleep(0.05)
     assert proc.poll() is None, "build finished before it could be interrupted"
     proc.send_signal(how)
     proc.wait(timeout=60)
     assert proc.returncode != 0
-    assert not out.exists()
     with pytest.raises(IndexFormatError):
         open_index(out)
-    leftovers = list(tmp_path.glob(".idx.building-*"))
     if how == signal.SIGINT:
-        assert leftovers == []  # cleaned up on the way out
+        assert not out.exists()  # the first build made the folder; it removes it on the way out
     else:
-        assert len(leftovers) == 1  # a killed process cannot clean up; the next build does
+        # a killed process cannot clean up: its marker and staging folder stay; the next build
+        # (no --force needed: nothing was ever committed) removes them
+        assert len(list(out.glob(".staging-*"))) == 1
     build_index(path, out, quiet=True, chunk_docs=20000)
     assert open_index(out).n_docs == 60000
-    assert list(tmp_path.glob(".idx.building-*")) == []
-
-
-def test_a_running_build_of_the_same_target_is_not_disturbed(tmp_path):
-    path = write_tsv(tmp_path / "c.tsv", [("1", "alpha")])
-    live = tmp_path / f".idx.building-{os.getpid()}-1"
-    live.mkdir()
-    build_index(path, tmp_path / "idx", quiet=True)
-    assert live.exists()  # our own pid is alive: not stale
+    assert list(out.glob(".staging-*")) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv", "idx"]
 
 
 @settings(max_examples=50, deadline=None)

@@ -176,7 +176,7 @@ def test_store_text_and_show_text(docs, tmp_path, capsys, scoring):
     idx = build_index(path, tmp_path / "idx", scoring=scoring, store_text=True, quiet=True, workers=2,
                       chunk_docs=999)  # chunks that do not align with the store's row groups
     assert verify_index(idx) == []
-    assert open_index(idx).manifest["doc_store"]["rows"] == len(docs)
+    assert open_index(idx).manifest.doc_store["rows"] == len(docs)
     searcher = BM25Searcher(idx) if scoring == "bm25" else Searcher(idx)
     for i in (0, 1, 998, 999, len(docs) - 1):
         d, t = docs[i]

@@ -131,7 +131,7 @@ def test_hash_hit_with_another_string_is_not_a_match(tmp_path):
     ids, texts = ["1", "2", "3"], ["alpha beta", "gamma", "beta delta"]
     out = build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True, hash_bits=16)
     searcher = Searcher(out)
-    seed = int(searcher.index.manifest["signals"]["hash"]["seed"])
+    seed = searcher.index.manifest.signals.hash.seed
     targets = {signal_hash(s, seed, 16): s for s in ["alpha", "beta", "gamma", "delta"]}
     impostor = next(f"q{i}" for i in range(1_000_000) if signal_hash(f"q{i}", seed, 16) in targets)
     assert len(searcher.search(impostor, None)) == 0
@@ -163,7 +163,7 @@ def test_cli_run_matches_reference(small, tmp_path, capsys):
     qfile = tmp_path / "q.tsv"
     qfile.write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(queries)), encoding="utf-8")
     out = tmp_path / "run.txt"
-    assert main(["search", "--index", str(searcher.index.path), "--queries", str(qfile), "-k", "9",
+    assert main(["search", "--index", str(searcher.index.root), "--queries", str(qfile), "-k", "9",
                  "--output", str(out), "--method", "exhaustive", "--threads", "1"]) == 0
     assert not (tmp_path / "run.txt.tmp").exists()
     run = parse_run(out.read_text())
@@ -182,7 +182,7 @@ def test_cli_run_matches_reference(small, tmp_path, capsys):
     for i, q in enumerate(queries):
         assert run.get(f"q{i}", []) == [(d, r + 1, s) for r, (d, s, _) in enumerate(ref.search(q, 9).rows())]
 
-    assert main(["search", "--index", str(searcher.index.path), "--json", "--explain", "-k", "3", "w1 w2", ""]) == 0
+    assert main(["search", "--index", str(searcher.index.root), "--json", "--explain", "-k", "3", "w1 w2", ""]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [x["qid"] for x in lines] == ["1", "2"] and lines[1]["results"] == []
     for r, hit in enumerate(lines[0]["results"]):
@@ -193,7 +193,7 @@ def test_cli_run_matches_reference(small, tmp_path, capsys):
 
 def test_cli_errors(small, tmp_path, capsys):
     searcher, _, _ = small
-    idx = str(searcher.index.path)
+    idx = str(searcher.index.root)
     bad = tmp_path / "bad.tsv"
     bad.write_text("1\tfine\nno tab here\n", encoding="utf-8")
     out = tmp_path / "run.txt"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import time
 from collections.abc import Sequence
@@ -206,10 +205,28 @@ def run_bench(
     workdir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and write `agents-bench.json` and `agents-bench.md` into out_dir."""
+    from contextlib import nullcontext
+
+    from ..atomic import write_text
+    from ..generations import scratch_dir
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    work = Path(workdir) if workdir else out / "indexes"
-    work.mkdir(parents=True, exist_ok=True)
+    if workdir:
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+    # without a workdir the indexes go to a private scratch folder inside out_dir (removed at the
+    # end, or by the next run if this one is killed); nothing already in out_dir is touched
+    with nullcontext(Path(workdir)) if workdir else scratch_dir(out, ".agents-bench-") as work:
+        report = _run(work, metatool, synthetic_cards, synthetic_queries, latency_cards, latency_queries,
+                      max_queries, methods, ks, pool_k, seed)
+    write_text(out / "agents-bench.json", json.dumps(report, indent=2) + "\n")
+    write_text(out / "agents-bench.md", markdown(report))
+    return report
+
+
+def _run(work: Path, metatool: Any, synthetic_cards: int, synthetic_queries: int, latency_cards: int,
+         latency_queries: int, max_queries: int | None, methods: Any, ks: Any, pool_k: int,
+         seed: int) -> dict[str, Any]:
     options = {"ks": tuple(ks), "pool_k": pool_k, "seed": seed}
     report: dict[str, Any] = {
         "settings": {
@@ -218,22 +235,16 @@ def run_bench(
         },
         "registries": [],
     }
-    try:
-        if metatool is not None:
-            cards, queries = load_metatool(metatool, max_queries)
-            report["registries"].append(bench_registry("metatool", cards, queries, methods, work, **options))
-        if synthetic_cards > 0 and synthetic_queries > 0:
-            cards = list(iter_registry(synthetic_cards, seed))
-            queries = make_queries(synthetic_cards, synthetic_queries, seed)
-            name = f"synthetic-{synthetic_cards}"
-            report["registries"].append(bench_registry(name, cards, queries, methods, work, **options))
-        if latency_cards > 0:
-            report["latency"] = bench_latency(latency_cards, latency_queries, work, k=pool_k, seed=seed)
-    finally:
-        if workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
-    (out / "agents-bench.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out / "agents-bench.md").write_text(markdown(report), encoding="utf-8")
+    if metatool is not None:
+        cards, queries = load_metatool(metatool, max_queries)
+        report["registries"].append(bench_registry("metatool", cards, queries, methods, work, **options))
+    if synthetic_cards > 0 and synthetic_queries > 0:
+        cards = list(iter_registry(synthetic_cards, seed))
+        queries = make_queries(synthetic_cards, synthetic_queries, seed)
+        name = f"synthetic-{synthetic_cards}"
+        report["registries"].append(bench_registry(name, cards, queries, methods, work, **options))
+    if latency_cards > 0:
+        report["latency"] = bench_latency(latency_cards, latency_queries, work, k=pool_k, seed=seed)
     return report
 
 

@@ -1,9 +1,9 @@
 """Discovery: narrow a registry of Agent Cards to a pool of at most K for a query.
 
 A registry on disk is an index directory built from the cards' documents (`build_registry`)
-plus one file this module adds after the build, `agent_cards.parquet` (columns `id` and
-`card`, the card as published, JSON text), from which the pool's cards are loaded.
-The index's own files are never changed. The search behind a registry is a
+whose segment also holds `agent_cards.parquet` (columns `id` and `card`, the card's structural
+fields as JSON), registered in the segment's manifest so that `ssr verify` checks it; the
+pool's cards are loaded from it. The search behind a registry is a
 `retrieval.Retriever`: the disk index's own method (`open_retriever(index, index.scoring)`:
 SSR, or BM25 for an index built with scoring "bm25"), or the pure-Python `ReferenceIndex`
 for small in-memory registries.
@@ -14,8 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import tempfile
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IndexFormatError, InputError, SsrError
+from ..format import CARD_STORE, CARD_STORE_FORMAT
 from ..retrieval import Retriever, SearchResult, check_k
 from .cards import AgentCard, capability_values, card_document, iter_cards, parse_card, unique_cards
 
-CARD_STORE = "agent_cards.parquet"
-CARD_STORE_FORMAT = "ssr-agent-cards-v1"
 CARD_CACHE = 4096  # parsed cards kept per store
 
 
@@ -118,12 +115,12 @@ def write_card_store(cards: Iterable[AgentCard], out: str | os.PathLike[str], ba
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    out = Path(out)
+    from ..atomic import atomic_write
+
     schema = pa.schema([("id", pa.string()), ("card", pa.string())], metadata={"format": CARD_STORE_FORMAT})
-    tmp = out.with_name(out.name + ".tmp")
     n = 0
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer:
+    with atomic_write(out, "wb") as f:
+        with pq.ParquetWriter(f, schema) as writer:
             ids: list[str] = []
             docs: list[str] = []
             for card in cards:
@@ -136,10 +133,6 @@ def write_card_store(cards: Iterable[AgentCard], out: str | os.PathLike[str], ba
             if ids or n == 0:
                 writer.write_table(pa.table({"id": ids, "card": docs}, schema=schema))
                 n += len(ids)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return n
 
 
@@ -167,9 +160,10 @@ class Registry:
 
         path = Path(index_dir)
         index = open_index(path)
-        store_path = path / CARD_STORE
-        if not store_path.is_file():
-            raise IndexFormatError(f"{store_path}: missing; {path} is not an agent registry (use `ssr agents build`)")
+        if index.manifest.extra_files.get(CARD_STORE) != CARD_STORE_FORMAT:
+            raise IndexFormatError(f"{path}: an index without a card store; not an agent registry "
+                                   "(use `ssr agents build`)")
+        store_path = index.path / CARD_STORE
         store = CardStore(store_path)
         if len(store) != index.n_docs:
             raise IndexFormatError(f"{store_path}: {len(store)} cards, the index has {index.n_docs} documents")
@@ -250,17 +244,17 @@ def build_registry(
 ) -> Path:
     """Build an index over cards (a path for `iter_cards`, or cards) and add its card store.
 
-    One streaming pass writes the build's JSONL documents and the card store to a temporary
-    folder; the index is built from the documents, then the store is moved into it.
+    One streaming pass writes the build's JSONL documents and the card store to a scratch
+    folder beside `out` (held by a lock, so one a killed build left is removed by the next);
+    the index is built from the documents, with the store moved into its segment.
     `on_duplicate`: "error" (a repeated id names both places) or "keep-last".
     """
+    from ..generations import scratch_dir
     from ..indexing import build_index
 
     out = Path(out)
     source = iter_cards(cards) if isinstance(cards, (str, os.PathLike)) else cards
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.agents-", dir=out.parent))
-    try:
+    with scratch_dir(out.parent, f".{out.name}.agents-") as work:
         docs, store = work / "documents.jsonl", work / CARD_STORE
         seen = _Counted(unique_cards(source, on_duplicate))
         _write_both(seen, docs, store)
@@ -269,16 +263,13 @@ def build_registry(
         try:
             # ids are any non-empty string (spaces and Unicode included): cards were validated above
             build_index(docs, out, fmt="jsonl-any-id", scoring=scoring, force=force, quiet=quiet,
-                        **build_options)
+                        extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}, **build_options)
         except InputError as exc:
             if Path(exc.path) != docs:
                 raise
             # never name the internal documents file: line n of it is the n-th card
             where = seen.sources[exc.line - 1] if exc.line and exc.line <= len(seen.sources) else "cards"
             raise SsrError(f"{where}: {str(exc).split(': ', 1)[-1]}") from exc
-        shutil.move(str(store), str(out / CARD_STORE))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return out
 
 

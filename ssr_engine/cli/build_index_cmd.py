@@ -47,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
         stem=args.stem, quiet=args.quiet, store_text=args.store_text,
     )
     m = open_index(out).manifest
-    c = m["counts"]
+    c = m.counts
     print(
-        f"built {out}: {c['documents']} documents, {c['terms']} terms, {c['postings']} postings, "
-        f"{m['input']['lines_skipped']} lines skipped, {m['build']['seconds']:.1f} s",
+        f"built {out}: {c.documents} documents, {c.terms} terms, {c.postings} postings, "
+        f"{m.input['lines_skipped']} lines skipped, {m.build['seconds']:.1f} s",
         file=sys.stderr,
     )
     return 0

@@ -32,7 +32,6 @@ def _labels(reports: list[dict], paths: list[str]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import os
     import sys
     from pathlib import Path
 
@@ -84,14 +83,9 @@ def run(args: argparse.Namespace) -> int:
             text += f"\nPaired tests against {names[0]} (Holm-Bonferroni across systems; * p < 0.05 after it):\n\n"
             text += tests_table(results)
     if args.output:
-        out = Path(args.output)
-        tmp = out.with_name(out.name + ".tmp")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, out)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        from ..atomic import write_text
+
+        write_text(Path(args.output), text)
     else:
         sys.stdout.write(text)
     return 0

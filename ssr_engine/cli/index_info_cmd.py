@@ -21,16 +21,18 @@ def _human(n: float) -> str:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..format import open_index
+    from ..format import FORMAT_VERSION, open_index
 
     index = open_index(args.index)
-    m = index.manifest
+    m = index.manifest.to_dict()
     files = {name: rec["bytes"] for name, rec in m["files"].items()}
     inverted = sum(files.get(n, 0) for n in ("vocab.npy", "postings_indptr.npy", "postings_docs.npy"))
     summary = {
-        "path": str(index.path),
-        "format_version": m["format_version"],
-        "scoring": m.get("scoring", "ssr"),
+        "path": str(index.root),
+        "segment": index.path.name,
+        "generation": index.commit.generation if index.commit else None,
+        "format_version": FORMAT_VERSION,
+        "scoring": m["scoring"],
         "counts": m["counts"],
         "signals": {k: v for k, v in m["signals"].items() if k != "stopwords"},
         "ids": m["ids"],
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     c = m["counts"]
     s = summary["signals"]
-    print(f"index        {index.path}  (format {m['format_version']}, scoring {summary['scoring']})")
+    print(f"index        {index.root}  (format {FORMAT_VERSION}, scoring {summary['scoring']}, "
+          f"generation {summary['generation']}, segment {summary['segment']})")
     print(f"documents    {c['documents']:,}  ({c['empty_documents']:,} without signals)")
     print(f"terms        {c['terms']:,}")
     print(f"postings     {c['postings']:,}")

@@ -62,7 +62,6 @@ def _lines(args: argparse.Namespace, retriever, qids: list[str], texts: list[str
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
     import sys
     from pathlib import Path
 
@@ -100,13 +99,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.writelines(lines)
         return 0
-    out = Path(args.output)
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.writelines(lines)
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    from ..atomic import atomic_write
+
+    with atomic_write(Path(args.output)) as f:
+        f.writelines(lines)
     return 0

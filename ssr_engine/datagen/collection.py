@@ -50,6 +50,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from ..atomic import atomic_write, write_text
 from ..errors import InputError, SsrError
 from ..stopwords import STOPWORDS_V1
 
@@ -748,9 +749,8 @@ def generate(
     total_words = 0
     seen = np.zeros(shape.global_max, dtype=np.bool_)
     generated: list[tuple[int, int, str]] = []
-    coll_tmp = out / "collection.tsv.tmp"
     size = 0
-    with open(coll_tmp, "wb") as fh:
+    with atomic_write(out / "collection.tsv", "wb") as fh:
         for block, data, qs, lengths, ranks in _map_jobs(jobs, seed, wl, shape, workers):
             fh.write(data)
             size += len(data)
@@ -766,7 +766,6 @@ def generate(
         qrel_lines = [(str(qid), str(pid), 1) for qid, pid, _ in generated]
     _write_text(out / "queries.tsv", "".join(f"{q}\t{t}\n" for q, t in query_lines))
     _write_text(out / "qrels.tsv", "".join(f"{q} 0 {p} {g}\n" for q, p, g in qrel_lines))
-    os.replace(coll_tmp, out / "collection.tsv")
     cdf = np.cumsum(hist) / max(1, hist.sum())
     stats.update({
         "queries": len(query_lines), "qrels": len(qrel_lines), "collection_bytes": size,
@@ -782,9 +781,7 @@ def generate(
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 def _map_jobs(jobs: list[_Job], seed: int, wordlist: str | None, shape: Shape, workers: int):

@@ -247,13 +247,13 @@ def _query_counts(evaluation: Evaluation) -> dict[str, Any]:
 
 
 def _index_section(ix: Index) -> dict[str, Any]:
-    signals = {key: v for key, v in ix.settings.items() if key != "stopwords"}
+    signals = {key: v for key, v in ix.manifest.to_dict()["signals"].items() if key != "stopwords"}
     return {
-        "path": str(Path(ix.path).absolute()),
+        "path": str(Path(ix.root or ix.path).absolute()),
         "scoring": ix.scoring,
-        "counts": ix.manifest.get("counts"),
+        "counts": ix.manifest.to_dict()["counts"],
         "signals": signals,
-        "build": ix.manifest.get("build"),
+        "build": ix.manifest.build,
     }
 
 
@@ -269,10 +269,9 @@ def _numba_threads() -> int:
 
 
 def write_report(path: str | os.PathLike[str], report: dict[str, Any]) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    from ..atomic import write_text
+
+    write_text(path, json.dumps(report, indent=2, sort_keys=False) + "\n")
 
 
 def _label(report: dict[str, Any]) -> str:

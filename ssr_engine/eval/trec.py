@@ -39,7 +39,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -281,7 +281,7 @@ def trec_scores(scores: Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 class RunWriter:
-    """Writes a TREC run query by query; the file appears atomically (FILE.tmp, then os.replace)
+    """Writes a TREC run query by query; the file appears atomically (`atomic.atomic_write`)
     when the `with` block ends without an exception, and nothing is left behind otherwise.
 
     `scores="trec"` (default) writes `trec_scores` (stable under trec_eval's re-sort);
@@ -295,12 +295,15 @@ class RunWriter:
         self.path = Path(path)
         self.tag = tag
         self.scores = scores
-        self.tmp = self.path.with_name(self.path.name + ".tmp")
         self.lines = 0
         self._f: TextIO | None = None
+        self._ctx: Any = None
 
     def __enter__(self) -> RunWriter:
-        self._f = open(self.tmp, "w", encoding="utf-8", newline="\n")
+        from ..atomic import atomic_write
+
+        self._ctx = atomic_write(self.path)
+        self._f = self._ctx.__enter__()
         return self
 
     def add(self, qid: str, docids: Sequence[str], scores: Sequence[float]) -> None:
@@ -319,12 +322,8 @@ class RunWriter:
         self.lines += len(lines)
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        assert self._f is not None
-        self._f.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
+        assert self._ctx is not None
+        self._ctx.__exit__(exc_type, exc, tb)
 
 
 def write_run(

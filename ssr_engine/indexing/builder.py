@@ -1,11 +1,11 @@
-"""`build_index`: the whole build, written into a temporary sibling directory and renamed
-into place at the end, so that an interrupted build never leaves something that opens.
+"""`build_index`: the whole build, written into a staging segment inside the index directory
+and published by a commit point at the end (`generations.IndexWriter`), so that readers see the
+old generation or the new one, never a partial one, and a crash leaves the old one openable.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import time
@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..corpus import ITERABLE_LABEL, is_dataset
+from ..atomic import os_errors
+from ..corpus import ITERABLE_LABEL, is_dataset, starts_with_bom
 from ..docstore import DocStoreWriter
 from ..errors import InputError, SsrError
 from ..extract import Extractor
-from ..format import MANIFEST, read_manifest, write_manifest
+from ..format import Counts, HashSettings, Manifest, SignalSettings, write_manifest
+from ..generations import IndexWriter
 from ..hashing import HASH_NAME
 from ..signals import DEFAULT_CAP
 from ..stopwords import StopwordList, load_stopwords, resolve_stopwords
@@ -30,7 +32,6 @@ from .runs import HashCollision
 
 MAX_SEED_ATTEMPTS = 8
 MAX_LISTED_BAD_LINES = 1000
-_TMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.building-(?P<pid>\d+)-\d+$")
 
 
 def build_index(
@@ -51,6 +52,7 @@ def build_index(
     hash_seed: int = 0,
     hash_bits: int = 64,
     store_text: bool = False,
+    extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None,
 ) -> Path:
     """Build an index of `collection` into the directory `out`.
 
@@ -64,6 +66,10 @@ def build_index(
     scoring="ssr": binary signals (capped unigrams + bigrams); scoring="bm25": unigram term
     frequencies and document lengths (no cap, no bigrams; optional Porter stemming).
     On a hash collision the build starts again with the next seed (recorded in the manifest).
+    `out` is created, or replaced (a new generation) only when it is an ssr index and `force` is
+    given; anything else there is refused and left alone (`generations.IndexWriter`).
+    `extra_files` maps a file name to (source path, format id): each source is moved into the new
+    segment and registered in its manifest (an agent registry's card store).
     """
     started = time.time()
     if isinstance(collection, (str, os.PathLike)) and not is_dataset(collection):
@@ -80,20 +86,21 @@ def build_index(
     config = BuildConfig.checked(fmt=fmt, header=header, stopwords=stopwords, cap=cap, chunk_docs=chunk_docs,
                                  workers=workers, skip_bad_lines=skip_bad_lines, scoring=scoring, stem=stem,
                                  quiet=quiet, hash_bits=hash_bits, store_text=store_text)
-    _check_target(out, force)
-    _remove_stale_builds(out)
-    tmp = out.parent / f".{out.name}.building-{os.getpid()}-{time.time_ns()}"
+    bom = isinstance(collection, Path) and collection.is_file() and starts_with_bom(collection)
+    if bom and not quiet:
+        print(f"ssr: {collection}: a UTF-8 byte order mark starts the file; stripped (not part of the first id)",
+              file=sys.stderr)
     seeds_tried: list[dict[str, Any]] = []
     seed = hash_seed
-    try:
+    with os_errors(out), IndexWriter(out, force) as writer:
         while True:
-            tmp.mkdir(parents=True)
+            tmp = writer.staging()
             try:
                 stats = _build_into(tmp, collection, config, seed)
                 break
             except HashCollision as exc:
                 seeds_tried.append({"seed": seed, "collision": [exc.first, exc.second]})
-                shutil.rmtree(tmp)
+                writer.discard(tmp)
                 if isinstance(collection, _OneShot):
                     raise SsrError(f"signal hash collision ({exc}); a rebuild with another seed must read the "
                                    "documents again: pass a list or a file, not a one-shot iterator") from exc
@@ -105,41 +112,43 @@ def build_index(
                 seed += 1
                 if not quiet:
                     print(f"ssr: {exc}; rebuilding with hash seed {seed}", file=sys.stderr)
-        manifest = _manifest(config, stats, seed, seeds_tried, started)
+        for name, (source, _) in (extra_files or {}).items():
+            shutil.move(os.fspath(source), os.fspath(tmp / name))
+        if bom:
+            stats["input"]["utf8_bom_stripped"] = True
+        documents = stats["counts"]["documents"]
+        manifest = _manifest(config, stats, seed, seeds_tried, started, extra_files or {})
         write_manifest(tmp, manifest)
-        _move_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        writer.commit([(tmp, documents)])
     return out
 
 
 def _manifest(config: BuildConfig, stats: dict[str, Any], seed: int, seeds_tried: list[dict[str, Any]],
-              started: float) -> dict[str, Any]:
+              started: float, extra_files: dict[str, tuple[str | os.PathLike[str], str]]) -> Manifest:
     """The manifest of a finished build (the index files' checksums are added by `write_manifest`)."""
-    return {
-        "scoring": config.scoring,
-        "counts": stats.pop("counts"),
-        "signals": {
-            "stopwords_id": config.stop.id,
-            "stopwords_sha256": config.stop.sha256,
-            "stopwords": sorted(config.stop.words),
-            "cap": config.cap if config.scoring == "ssr" else None,
-            "bigrams": config.scoring == "ssr",
-            "stem": config.stem,
-            "hash": {
-                "name": HASH_NAME,
-                "seed": seed,
-                "bits": config.hash_bits,
-                "collision_policy": f"detected at build by comparing strings; re-seed (seed + 1) and rebuild, "
+    return Manifest(
+        scoring=config.scoring,
+        counts=Counts(**stats.pop("counts")),
+        signals=SignalSettings(
+            stopwords_id=config.stop.id,
+            stopwords_sha256=config.stop.sha256,
+            stopwords=tuple(sorted(config.stop.words)),
+            cap=config.cap if config.scoring == "ssr" else None,
+            bigrams=config.scoring == "ssr",
+            stem=config.stem,
+            hash=HashSettings(
+                name=HASH_NAME,
+                seed=seed,
+                bits=config.hash_bits,
+                collision_policy=f"detected at build by comparing strings; re-seed (seed + 1) and rebuild, "
                 f"at most {MAX_SEED_ATTEMPTS} seeds",
-                "collisions": seeds_tried,
-            },
-        },
-        "ids": stats.pop("ids"),
-        "input": stats.pop("input"),
-        **({"doc_store": stats.pop("doc_store")} if config.store_text else {}),
-        "build": {
+                collisions=tuple(seeds_tried),
+            ),
+        ),
+        ids=stats.pop("ids"),
+        input=stats.pop("input"),
+        doc_store=stats.pop("doc_store") if config.store_text else None,
+        build={
             "ssr_engine_version": __version__,
             "chunk_docs": config.chunk_docs,
             "workers": config.workers,
@@ -147,7 +156,8 @@ def _manifest(config: BuildConfig, stats: dict[str, Any], seed: int, seeds_tried
             "seconds": round(time.time() - started, 3),
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
-    }
+        extra_files={name: kind for name, (_, kind) in extra_files.items()},
+    )
 
 
 @dataclass(frozen=True)
@@ -212,51 +222,6 @@ def _source_label(collection: Any) -> str:
     if is_dataset(collection):
         return str(collection)
     return ITERABLE_LABEL
-
-
-def _check_target(out: Path, force: bool) -> None:
-    if not out.exists():
-        return
-    if not force:
-        raise SsrError(f"{out}: already exists (use --force to replace it)")
-    if out.is_dir() and (not any(out.iterdir()) or (out / MANIFEST).is_file()):
-        if (out / MANIFEST).is_file():
-            try:
-                read_manifest(out)
-            except SsrError:
-                pass  # an index of another version, or corrupt: still ours to replace
-        return
-    raise SsrError(f"{out}: exists and is not an ssr index; refusing to replace it even with --force")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_stale_builds(out: Path) -> None:
-    """Delete what interrupted builds of the same target left (their process is gone)."""
-    if not out.parent.is_dir():
-        return
-    for entry in out.parent.iterdir():
-        m = _TMP_PATTERN.match(entry.name)
-        if m and m.group("name") == out.name and not _pid_alive(int(m.group("pid"))):
-            shutil.rmtree(entry, ignore_errors=True)
-
-
-def _move_into_place(tmp: Path, out: Path) -> None:
-    if out.exists():
-        trash = out.parent / f".{out.name}.replaced-{os.getpid()}-{time.time_ns()}"
-        os.rename(out, trash)
-        os.rename(tmp, out)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.rename(tmp, out)
 
 
 def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> dict[str, Any]:

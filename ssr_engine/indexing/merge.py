@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..format import ArrayWriter, read_slice
+from ..format import ArrayWriter, npy_data_offset, read_slice
 from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
 from ..kernels.spans import gather_spans
 from .runs import HashCollision, RunInfo, run_file
@@ -25,9 +25,7 @@ BUCKET_POSTINGS = 16_000_000  # and postings per bucket (frequent unigrams make 
 
 def _data_offset(path: Path) -> int:
     with open(path, "rb") as f:
-        major, _ = np.lib.format.read_magic(f)
-        size = 2 if major == 1 else 4
-        return 8 + size + int.from_bytes(f.read(size), "little")
+        return npy_data_offset(f)
 
 
 def bucket_cuts(run_dir: Path, runs: list[RunInfo], n_buckets: int) -> np.ndarray:

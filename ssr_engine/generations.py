@@ -1,0 +1,603 @@
+"""Ownership, the writer lock, commit points and segments of an index directory.
+
+An index directory (format version 2) holds:
+
+    ssr-index.json    owner marker: magic, format version, own checksum. Only a directory holding a
+                      valid marker is ever written to or cleaned by the engine.
+    write.lock        the writer lock: `fcntl.flock(LOCK_EX | LOCK_NB)`; the kernel releases it
+                      when the process dies, so a stale lock cannot exist (no PID files, no kill).
+    commit-N.json     commit point N (as Lucene's segments_N): the segments of generation N, each
+                      with the sha256 of its manifest; checksummed, written to a temporary name,
+                      fsynced and renamed. Readers take the highest N.
+    seg-M/            an immutable segment: manifest.json (checksummed, settings included), the
+                      arrays and tables it lists, and readers.lock.
+    .staging-*/       a segment being written; .trash-*/ a segment being removed.
+
+Readers hold a shared flock on `seg-M/readers.lock` of every segment they opened, for their
+whole life. A writer, after committing, removes the segments no commit references only when it
+can take that lock exclusively (so never under a reader), renaming each to `.trash-*` first so
+that a half-removed segment never looks like one. (On Linux an unlinked memory-mapped file stays
+readable anyway; the lock keeps the scheme sound where it is not, and keeps lazily read files.)
+A crash at any point leaves the last commit and its segments intact; the next writer, holding
+the lock, removes what dead writers left: staging and trash folders, temporary files,
+unreferenced segments and older commits. Nothing else in the directory is ever touched.
+
+The API for segment-level writers (live indexes): `IndexWriter` (ownership, lock, staging,
+`commit(segments)`), `read_commit`, `open_commit` (a reader's snapshot, locks held),
+`SegmentRef` (name, documents, manifest sha256, deletion bitmap file or None).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .atomic import TMP_MARK, fsync_dir, os_error, write_text
+from .errors import IndexFormatError, SsrError
+
+MAGIC = "ssr-index"
+LAYOUT_VERSION = 2
+OWNER = "ssr-index.json"
+LOCK = "write.lock"
+READERS = "readers.lock"
+SEGMENT_MANIFEST = "manifest.json"
+_COMMIT = re.compile(r"^commit-([0-9]{1,18})\.json$")
+_SEGMENT = re.compile(r"^seg-([0-9]{1,18})$")
+_STAGING = ".staging-"
+_TRASH = ".trash-"
+# the flat layout of format version 1 (every file at the top): recognised to refuse it with the
+# rebuild command, and replaced by --force only when nothing else is in the folder
+V1_FILES = frozenset(
+    ["manifest.json", "manifest.json.tmp", "signals.parquet", "doc_ids.parquet", "agent_cards.parquet"]
+    + [f"{n}.npy" for n in ("vocab", "postings_indptr", "postings_docs", "forward_indptr", "forward_terms",
+                            "doc_rank", "signal_offsets", "signal_bytes", "postings_tf", "doc_lengths")]
+)
+
+
+# ---- checksummed JSON ------------------------------------------------------------------------
+
+
+def _digest(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def seal(body: dict[str, Any]) -> str:
+    """JSON text of `body` plus "checksum", the sha256 of its canonical form."""
+    body = {k: v for k, v in body.items() if k != "checksum"}
+    return json.dumps({**body, "checksum": _digest(body)}, indent=2, sort_keys=True) + "\n"
+
+
+def unseal(path: Path, text: bytes | str) -> dict[str, Any]:
+    """The body of a sealed JSON file; `IndexFormatError` when it does not parse or its checksum fails."""
+    try:
+        data = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise IndexFormatError(f"{path}: corrupt ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("checksum"), str):
+        raise IndexFormatError(f"{path}: corrupt (no checksum)")
+    body = {k: v for k, v in data.items() if k != "checksum"}
+    if _digest(body) != data["checksum"]:
+        raise IndexFormatError(f"{path}: checksum mismatch (the file was edited or is corrupt)")
+    return body
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise IndexFormatError(f"{path}: unreadable ({exc.strerror})") from exc
+
+
+# ---- ownership -------------------------------------------------------------------------------
+
+
+def read_owner(root: Path) -> dict[str, Any] | None:
+    """The owner marker's body, None when absent; `IndexFormatError` when corrupt or foreign."""
+    path = root / OWNER
+    if not path.is_file():
+        return None
+    body = unseal(path, _read_bytes(path))
+    if body.get("magic") != MAGIC:
+        raise IndexFormatError(f"{path}: not an ssr index marker")
+    if body.get("format_version") != LAYOUT_VERSION:
+        raise IndexFormatError(
+            f"{path}: index layout version {body.get('format_version')!r}, this ssr_engine reads {LAYOUT_VERSION}; "
+            f"rebuild it (ssr build-index ... --out {root} --force)"
+        )
+    return body
+
+
+def _write_owner(root: Path) -> None:
+    write_text(root / OWNER, seal({"magic": MAGIC, "format_version": LAYOUT_VERSION,
+                                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
+
+
+def flat_v1_manifest(root: Path) -> dict[str, Any] | None:
+    """The manifest of a format-1 (flat) index at `root`, or None when `root` is not one."""
+    path = root / "manifest.json"
+    if (root / OWNER).exists() or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict) and data.get("format") == MAGIC and data.get("format_version") == 1:
+        return data
+    return None
+
+
+def v1_error(root: Path, manifest: dict[str, Any]) -> IndexFormatError:
+    source = manifest.get("input", {}).get("path") if isinstance(manifest.get("input"), dict) else None
+    scoring = manifest.get("scoring", "ssr")
+    cmd = f"ssr build-index --collection {source or 'COLLECTION'} --out {root} --force"
+    if scoring != "ssr":
+        cmd += f" --scoring {scoring}"
+    return IndexFormatError(
+        f"{root}: an index of format version 1 (flat layout); this ssr_engine reads version {LAYOUT_VERSION} "
+        f"(generations and commit points). Rebuild it: {cmd}"
+    )
+
+
+# ---- locks -----------------------------------------------------------------------------------
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino) and own.st_nlink > 0
+
+
+class WriterLock:
+    """The exclusive writer lock of an index directory (`write.lock`, flock, never waited for)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.path = root / LOCK
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None and _same_file(self._fd, self.path)
+
+    def acquire(self) -> WriterLock:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise os_error(self.path, exc, "take the writer lock") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise SsrError(f"{self.root}: another process is writing this index (it holds {self.path}); "
+                               "try again when it has finished") from exc
+            raise os_error(self.path, exc, "take the writer lock") from exc
+        if not _same_file(fd, self.path):  # removed or replaced between open and flock
+            os.close(fd)
+            raise SsrError(f"{self.root}: changed while taking the writer lock; try again")
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+
+    def __enter__(self) -> WriterLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class SegmentHold:
+    """A reader's shared lock on one segment (`readers.lock`), held until `close` or collection."""
+
+    def __init__(self, segment: Path):
+        self.segment = segment
+        path = segment / READERS
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # FileNotFoundError: removed; the caller retries
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a cleaner renames the segment away
+            if not _same_file(fd, path):
+                raise FileNotFoundError(errno.ENOENT, "segment removed while opening", str(segment))
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd: int | None = fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+# ---- commit points ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    """One segment of a commit: its folder name, live documents, the sha256 of its manifest and
+    the file name of its deletion bitmap inside the segment (None: no deletions)."""
+
+    name: str
+    documents: int
+    manifest_sha256: str
+    deletes: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "documents": self.documents, "manifest_sha256": self.manifest_sha256,
+                "deletes": self.deletes}
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Commit point N: the segments that make generation N of the index at `root`."""
+
+    root: Path
+    generation: int
+    segments: tuple[SegmentRef, ...]
+    created: str
+
+    @property
+    def path(self) -> Path:
+        return self.root / f"commit-{self.generation}.json"
+
+
+def _numbered(root: Path, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    try:
+        names = os.listdir(root)
+    except OSError as exc:
+        raise IndexFormatError(f"{root}: unreadable ({exc.strerror})") from exc
+    return sorted((int(m.group(1)), name) for name in names if (m := pattern.match(name)))
+
+
+def _parse_commit(root: Path, generation: int, body: dict[str, Any]) -> Commit:
+    path = root / f"commit-{generation}.json"
+    try:
+        if body["magic"] != "ssr-commit" or body["generation"] != generation:
+            raise ValueError("not a commit point of this name")
+        segments = []
+        for s in body["segments"]:
+            name, docs, sha, deletes = s["name"], s["documents"], s["manifest_sha256"], s.get("deletes")
+            if not (isinstance(name, str) and _SEGMENT.match(name) and type(docs) is int and docs >= 0
+                    and isinstance(sha, str) and (deletes is None or isinstance(deletes, str))):
+                raise ValueError(f"bad segment entry {s!r}")
+            segments.append(SegmentRef(name, docs, sha, deletes))
+        return Commit(root, generation, tuple(segments), str(body.get("created", "")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IndexFormatError(f"{path}: corrupt commit point ({exc})") from exc
+
+
+def read_commit(root: str | os.PathLike[str]) -> Commit | None:
+    """The newest commit point of `root` (None when nothing was ever committed).
+
+    Commit files appear only whole (temporary name, fsync, rename), so the highest N is the
+    current generation; if it fails its checksum, that is corruption and an error, never a
+    silent fall-back to older data.
+    """
+    root = Path(root)
+    found = _numbered(root, _COMMIT)
+    if not found:
+        return None
+    generation, name = found[-1]
+    return _parse_commit(root, generation, unseal(root / name, _read_bytes(root / name)))
+
+
+def open_commit(root: str | os.PathLike[str], attempts: int = 20) -> tuple[Commit, list[SegmentHold]]:
+    """A reader's snapshot: the newest commit and a shared hold on each of its segments."""
+    root = Path(root)
+    for _ in range(attempts):
+        commit = read_commit(root)
+        if commit is None:
+            raise IndexFormatError(f"{root}: no committed generation (the first build is running or was "
+                                   f"interrupted; build again with: ssr build-index ... --out {root})")
+        holds: list[SegmentHold] = []
+        try:
+            for seg in commit.segments:
+                holds.append(SegmentHold(root / seg.name))
+        except FileNotFoundError:
+            for h in holds:
+                h.close()
+            continue  # a writer committed and removed this generation meanwhile: read the new one
+        return commit, holds
+    raise IndexFormatError(f"{root}: segments keep disappearing while opening (a writer is busy); try again")
+
+
+# ---- the writer ------------------------------------------------------------------------------
+
+
+class IndexWriter:
+    """The one way the engine writes an index directory: ownership check, lock, staging, commit.
+
+        with IndexWriter(out, force) as w:
+            seg = w.staging()          # an empty folder inside `out`, with readers.lock
+            ...write the segment's files and manifest into seg...
+            w.commit([(seg, n_docs)])  # renamed to seg-M, then commit-N.json, then old ones removed
+
+    `out` must be absent, an empty folder, an index of this layout (replaced only with `force`,
+    or when it has no commit yet: an interrupted first build), or a format-1 index holding only
+    its own files (with `force`). Anything else is refused, `force` or not, and nothing is touched.
+    A failed build removes what it made; a build that created `out` removes `out` too.
+    """
+
+    def __init__(self, out: str | os.PathLike[str], force: bool = False):
+        self.root = Path(out).absolute()
+        self.force = force
+        self.lock = WriterLock(self.root)
+        self.committed: Commit | None = None
+        self._created = False  # we made the folder
+        self._claimed = False  # we wrote the owner marker (a new folder, an empty one, a v1 index)
+        self._v1 = False
+        self._staged: list[Path] = []
+
+    def __enter__(self) -> IndexWriter:
+        try:
+            self._open()
+        except BaseException:
+            self.lock.release()
+            if self._created and not self._claimed:
+                try:
+                    self.root.rmdir()  # the folder this build made, still empty
+                except OSError:
+                    pass
+            raise
+        return self
+
+    def _open(self) -> None:
+        root = self.root
+        if not root.exists() and not root.is_symlink():
+            try:
+                root.parent.mkdir(parents=True, exist_ok=True)
+                root.mkdir()
+                self._created = True
+            except FileExistsError:
+                pass  # appeared meanwhile: judged below like any existing folder
+            except OSError as exc:
+                raise os_error(root, exc, "create the index folder") from exc
+        if not root.is_dir():
+            raise SsrError(f"{root}: exists and is not a directory; refusing to replace it, even with --force")
+        names = set(os.listdir(root))
+        owner = None
+        if OWNER in names:
+            try:
+                owner = read_owner(root)
+            except IndexFormatError as exc:
+                raise SsrError(f"{exc}; not touching {root} (remove it yourself if it is an old index)") from exc
+        elif flat_v1_manifest(root) is not None:
+            others = sorted(names - V1_FILES)
+            if others:
+                raise SsrError(f"{root}: a format-1 index with other files in it ({', '.join(others[:5])}); "
+                               "refusing to replace it, even with --force")
+            if not self.force:
+                raise SsrError(f"{root}: already exists (a format-1 index; use --force to replace it)")
+            self._v1 = True
+        elif names - {LOCK}:
+            raise SsrError(f"{root}: exists and is not an ssr index; refusing to replace it, even with --force")
+        self.lock.acquire()
+        if owner is not None:
+            current = _current_or_corrupt(root)
+            if current is not False and not self.force:
+                raise SsrError(f"{root}: already exists (use --force to replace it)")
+        else:
+            if self._v1 is False and set(os.listdir(root)) - {LOCK}:  # something appeared: not ours
+                raise SsrError(f"{root}: changed while the build started; refusing to write into it")
+            _write_owner(root)
+            self._claimed = True
+        clean(root, self.lock)
+
+    def staging(self) -> Path:
+        """A new, empty segment folder (not visible to readers until `commit`)."""
+        assert self.lock.held, "IndexWriter used outside its with block"
+        path = self.root / f"{_STAGING}{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            path.mkdir()
+            (path / READERS).touch()
+        except OSError as exc:
+            raise os_error(path, exc, "create a segment folder") from exc
+        self._staged.append(path)
+        return path
+
+    def discard(self, staged: Path) -> None:
+        """Remove a staged folder this writer made (a build that starts over)."""
+        self._staged.remove(staged)
+        shutil.rmtree(staged, ignore_errors=True)
+
+    def commit(self, segments: list[tuple[Path, int]], deletes: list[str | None] | None = None) -> Commit:
+        """Publish `segments` (staged folders, or existing `seg-M` folders to keep) as the next generation.
+
+        Each entry is (folder, live documents). Staged folders are renamed to `seg-M`; then the commit
+        point is written atomically; then older commits and unreferenced segments are removed.
+        """
+        if not self.lock.held:
+            raise SsrError(f"{self.root}: the writer lock was lost (the folder was moved or replaced); "
+                           "nothing committed")
+        taken = [n for n, _ in _numbered(self.root, _SEGMENT)]
+        current = read_commit(self.root) if _numbered(self.root, _COMMIT) else None
+        next_seg = max(taken + [int(s.name[4:]) for s in (current.segments if current else ())], default=0) + 1
+        refs = []
+        for i, (folder, docs) in enumerate(segments):
+            if folder.name.startswith(_STAGING):
+                final = self.root / f"seg-{next_seg}"
+                next_seg += 1
+                os.rename(folder, final)
+                self._staged.remove(folder)
+            else:
+                final = folder
+            sha = _sha256(final / SEGMENT_MANIFEST)
+            refs.append(SegmentRef(final.name, int(docs), sha, deletes[i] if deletes else None))
+        fsync_dir(self.root)
+        generation = (current.generation if current else 0) + 1
+        body = {"magic": "ssr-commit", "format_version": LAYOUT_VERSION, "generation": generation,
+                "segments": [r.as_dict() for r in refs], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        write_text(self.root / f"commit-{generation}.json", seal(body))
+        self.committed = Commit(self.root, generation, tuple(refs), body["created"])
+        if self._v1:
+            for name in V1_FILES:
+                (self.root / name).unlink(missing_ok=True)
+            self._v1 = False
+        clean(self.root, self.lock)
+        return self.committed
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            if exc_type is not None:
+                for path in self._staged:
+                    shutil.rmtree(path, ignore_errors=True)
+                if self._claimed and self.committed is None:
+                    # nothing was ever committed here: remove exactly what this build made
+                    for path in self.root.glob("seg-*"):
+                        shutil.rmtree(path, ignore_errors=True)
+                    (self.root / OWNER).unlink(missing_ok=True)
+                    (self.root / LOCK).unlink(missing_ok=True)
+                    if self._created:
+                        try:
+                            self.root.rmdir()  # only if empty: whatever someone else put there stays
+                        except OSError:
+                            pass
+        finally:
+            self.lock.release()
+
+
+def _current_or_corrupt(root: Path) -> Commit | None | bool:
+    """The current commit; None if the commit point is corrupt; False if there is none."""
+    if not _numbered(root, _COMMIT):
+        return False
+    try:
+        return read_commit(root)
+    except IndexFormatError:
+        return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def clean(root: Path, lock: WriterLock) -> list[str]:
+    """Remove what dead or finished writers left (the caller holds the writer lock); returns the names.
+
+    Kept: the newest commit and its segments, segments a reader holds, and every name that is not
+    of the engine's own kinds.
+    """
+    if not lock.held:
+        raise SsrError(f"{root}: cleaning needs the writer lock")
+    removed: list[str] = []
+    commits = _numbered(root, _COMMIT)
+    try:
+        current = read_commit(root) if commits else None
+    except IndexFormatError:
+        return removed  # a corrupt commit point: keep everything, the writer replaces it
+    keep = {s.name for s in current.segments} if current else set()
+    for _, name in commits[:-1]:
+        (root / name).unlink(missing_ok=True)
+        removed.append(name)
+    for name in sorted(os.listdir(root)):
+        path = root / name
+        if name.startswith((_STAGING, _TRASH)) or (name.startswith(".") and TMP_MARK in name):
+            _remove(path)
+            removed.append(name)
+        elif _SEGMENT.match(name) and name not in keep and path.is_dir():
+            if _remove_segment(path):
+                removed.append(name)
+    return removed
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+SCRATCH_LOCK = "ssr-scratch.lock"
+
+
+@contextmanager
+def scratch_dir(parent: Path, prefix: str) -> Iterator[Path]:
+    """A private work folder `parent/{prefix}{random}` removed on exit, and by the next user of
+    `prefix` if this process dies: it holds a flock on its `ssr-scratch.lock` while alive, and
+    `clean_scratch` removes only folders of the prefix whose lock it can take."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise os_error(parent, exc, "create a folder") from exc
+    clean_scratch(parent, prefix)
+    path = parent / f"{prefix}{secrets.token_hex(6)}"
+    try:
+        path.mkdir()
+        fd = os.open(path / SCRATCH_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise os_error(path, exc, "create a work folder") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
+
+
+def clean_scratch(parent: Path, prefix: str) -> None:
+    """Remove scratch folders of `prefix` in `parent` whose owner is gone (their lock is free)."""
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        path = parent / name
+        try:
+            fd = os.open(path / SCRATCH_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue  # no lock file: not a scratch folder of ours
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # alive
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+def _remove_segment(path: Path) -> bool:
+    """Remove an unreferenced segment unless a reader holds it (then the next writer tries again)."""
+    try:
+        fd = os.open(path / READERS, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = None  # a segment without readers.lock cannot be held by a reader
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+        trash = path.with_name(f"{_TRASH}{path.name}-{secrets.token_hex(4)}")
+        os.rename(path, trash)  # readers waiting on the lock now find the segment gone and retry
+    finally:
+        if fd is not None:
+            os.close(fd)
+    shutil.rmtree(trash, ignore_errors=True)
+    return True

@@ -1,0 +1,177 @@
+"""Ownership of --out, the writer lock, commit points, snapshots and leftovers (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import write_tsv
+
+from ssr_engine import build_index, open_index, verify_index
+from ssr_engine.errors import IndexFormatError, SsrError
+from ssr_engine.generations import LOCK, OWNER, IndexWriter, WriterLock, read_commit, scratch_dir
+from ssr_engine.search import Searcher
+
+DOCS_A = [("1", "alpha beta gamma"), ("2", "beta delta"), ("3", "gamma delta alpha")]
+DOCS_B = [("x1", "alpha beta gamma"), ("x2", "alpha zeta"), ("x3", "zeta eta theta"), ("x4", "beta beta")]
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def ssr(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ssr_engine", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_force_never_touches_a_folder_that_is_not_an_index(tmp_path):
+    coll = write_tsv(tmp_path / "c.tsv", DOCS_A)
+    site = tmp_path / "site"
+    (site / "src").mkdir(parents=True)
+    (site / "manifest.json").write_text('{"manifest_version": 3}')
+    (site / "src" / "app.js").write_text("keep")
+    before = tree(site)
+    for force in (False, True):
+        with pytest.raises(SsrError, match="not an ssr index; refusing"):
+            build_index(coll, site, force=force, quiet=True)
+    assert tree(site) == before
+    # a forged marker that fails its checksum is not ours either
+    (site / OWNER).write_text(json.dumps({"magic": "ssr-index", "format_version": 2, "checksum": "0" * 64}))
+    with pytest.raises(SsrError, match="checksum"):
+        build_index(coll, site, force=True, quiet=True)
+    assert (site / "src" / "app.js").read_text() == "keep"
+    a_file = tmp_path / "file"
+    a_file.write_text("data")
+    with pytest.raises(SsrError, match="not a directory"):
+        build_index(coll, a_file, force=True, quiet=True)
+    assert a_file.read_text() == "data"
+
+
+def test_empty_folder_is_claimed_and_rebuild_needs_force(tmp_path):
+    coll = write_tsv(tmp_path / "c.tsv", DOCS_A)
+    out = tmp_path / "idx"
+    out.mkdir()
+    build_index(coll, out, quiet=True)
+    assert open_index(out).n_docs == 3
+    with pytest.raises(SsrError, match="already exists"):
+        build_index(coll, out, quiet=True)
+    build_index(coll, out, force=True, quiet=True)
+    assert read_commit(out).generation == 2
+    assert {p.name for p in out.iterdir()} == {"commit-2.json", OWNER, "seg-2", LOCK}
+
+
+def test_a_second_writer_fails_fast_and_changes_nothing(tmp_path):
+    coll = write_tsv(tmp_path / "c.tsv", DOCS_A)
+    out = build_index(coll, tmp_path / "idx", quiet=True)
+    before = tree(out)
+    with WriterLock(out):  # another writer holds the lock
+        with pytest.raises(SsrError, match="another process is writing"):
+            build_index(coll, out, force=True, quiet=True)
+        proc = ssr("build-index", "--collection", str(coll), "--out", str(out), "--force", "--quiet")
+        assert proc.returncode == 2 and "another process is writing" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert tree(out) == before
+
+
+def test_open_searcher_keeps_its_generation_through_rebuilds(tmp_path):
+    out = build_index(write_tsv(tmp_path / "a.tsv", DOCS_A), tmp_path / "idx", quiet=True)
+    old = Searcher(out)
+    first = old.search("alpha beta gamma", 10)
+    old_segment = old.index.path
+    build_index(write_tsv(tmp_path / "b.tsv", DOCS_B), out, force=True, quiet=True)
+    new = Searcher(out)
+    assert new.search("alpha beta gamma", 10).ids.tolist()[0] == "x1"
+    again = old.search("alpha beta gamma", 10)
+    assert again.ids.tolist() == first.ids.tolist() == ["1", "3", "2"]
+    assert np.array_equal(again.scores, first.scores)
+    assert old_segment.is_dir()  # held by the open searcher: not removed
+    old.index.close()
+    new.index.close()
+    build_index(write_tsv(tmp_path / "b.tsv", DOCS_B), out, force=True, quiet=True)
+    assert not old_segment.exists()  # released: the next writer removed it
+    assert [p.name for p in out.glob("seg-*")] == ["seg-3"]
+
+
+def test_leftovers_of_dead_writers_are_removed_and_nothing_else(tmp_path):
+    coll = write_tsv(tmp_path / "c.tsv", DOCS_A)
+    out = build_index(coll, tmp_path / "idx", quiet=True)
+    (out / ".staging-999-dead").mkdir()
+    (out / ".staging-999-dead" / "vocab.npy").write_bytes(b"x")
+    (out / "seg-77").mkdir()  # a segment no commit refers to (a crash after the rename)
+    (out / "seg-77" / "readers.lock").touch()
+    (out / ".commit-2.json.tmp-1-ab").write_text("{")
+    (out / "notes.txt").write_text("mine")  # not of the engine's kinds: kept
+    build_index(coll, out, force=True, quiet=True)
+    assert {p.name for p in out.iterdir()} == {"commit-2.json", "notes.txt", OWNER, "seg-2", LOCK}
+    assert verify_index(out) == []
+
+
+def test_failed_first_build_leaves_nothing_and_failed_rebuild_keeps_the_old(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("1\talpha\n1\tbeta\n")  # duplicate id
+    with pytest.raises(SsrError, match="duplicate"):
+        build_index(bad, tmp_path / "idx", quiet=True)
+    assert not (tmp_path / "idx").exists()
+    out = build_index(write_tsv(tmp_path / "c.tsv", DOCS_A), tmp_path / "idx", quiet=True)
+    before = tree(out)
+    with pytest.raises(SsrError, match="duplicate"):
+        build_index(bad, out, force=True, quiet=True)
+    assert tree(out) == before
+    assert Searcher(out).search("alpha", 5).ids.tolist() == ["1", "3"]
+
+
+def test_format_1_index_gives_the_rebuild_command_and_force_migrates_it(tmp_path):
+    coll = write_tsv(tmp_path / "c.tsv", DOCS_A)
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "manifest.json").write_text(json.dumps(
+        {"format": "ssr-index", "format_version": 1, "input": {"path": str(coll)}, "scoring": "ssr"}))
+    (old / "vocab.npy").write_bytes(b"v1 data")
+    with pytest.raises(IndexFormatError, match=f"format version 1.*ssr build-index --collection {coll} --out"):
+        open_index(old)
+    with pytest.raises(SsrError, match="already exists"):
+        build_index(coll, old, quiet=True)
+    (old / "thesis.tex").write_text("precious")
+    with pytest.raises(SsrError, match="other files in it"):
+        build_index(coll, old, force=True, quiet=True)
+    (old / "thesis.tex").unlink()
+    build_index(coll, old, force=True, quiet=True)
+    assert {p.name for p in old.iterdir()} == {"commit-1.json", OWNER, "seg-1", LOCK}
+    assert open_index(old).n_docs == 3
+
+
+def test_no_commit_yet_is_a_clear_error(tmp_path):
+    out = tmp_path / "idx"
+    with IndexWriter(out) as w:
+        w.staging()
+        with pytest.raises(IndexFormatError, match="no committed generation"):
+            open_index(out)
+
+
+def test_scratch_folders_of_dead_processes_are_removed(tmp_path):
+    dead = tmp_path / ".reg.agents-dead"
+    dead.mkdir()
+    (dead / "ssr-scratch.lock").touch()
+    (dead / "documents.jsonl").write_text("{}")
+    other = tmp_path / ".reg.agents-notours"
+    other.mkdir()  # no lock file: not a scratch folder of ours
+    with scratch_dir(tmp_path, ".reg.agents-") as work:
+        assert work.is_dir() and not dead.exists()
+        with scratch_dir(tmp_path, ".reg.agents-") as second:  # the live one is not removed
+            assert work.is_dir() and second != work
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".reg.agents-notours"]
+
+
+def test_agents_bench_keeps_what_was_in_its_output_folder(tmp_path):
+    from ssr_engine.agents.bench import run_bench
+
+    out = tmp_path / "bench"
+    (out / "indexes").mkdir(parents=True)
+    (out / "indexes" / "precious.txt").write_text("keep")
+    run_bench(out, synthetic_cards=40, synthetic_queries=10, latency_cards=0, methods=("ssr",))
+    assert (out / "indexes" / "precious.txt").read_text() == "keep"
+    assert sorted(p.name for p in out.iterdir()) == ["agents-bench.json", "agents-bench.md", "indexes"]
