@@ -176,7 +176,7 @@ def test_cli_run_matches_reference(small, tmp_path, capsys):
         assert all(a > b for a, b in zip(written, written[1:], strict=False))
         assert all(float(np.float32(w)) == w and w <= s for w, (_, s, _) in zip(written, rows, strict=True))
     assert out.read_text().split("\n")[0].endswith(" exhaustive")
-    assert main(["search", "--index", str(searcher.index.path), "--queries", str(qfile), "-k", "9",
+    assert main(["search", "--index", str(searcher.index.root), "--queries", str(qfile), "-k", "9",
                  "--output", str(out), "--run-scores", "exact"]) == 0
     run = parse_run(out.read_text())
     for i, q in enumerate(queries):
