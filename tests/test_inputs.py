@@ -71,7 +71,7 @@ def test_same_documents_same_postings_from_every_source(docs, tmp_path, scoring)
         out = build_index(source, tmp_path / f"idx-{name}", scoring=scoring, quiet=True, workers=2,
                           chunk_docs=333, header=name == "header")
         assert_same_index(ref, out)
-    m = open_index(tmp_path / "idx-list").manifest["input"]
+    m = open_index(tmp_path / "idx-list").manifest.input
     assert m["format"] == "python" and m["bytes"] == sum(len(t.encode()) for _, t in docs)
     # without --header the header line is a document
     with_header_doc = build_index(tmp_path / "header.tsv", tmp_path / "idx-h2", quiet=True, workers=1)
@@ -154,7 +154,7 @@ def test_ir_datasets_offline(irds_dataset, tmp_path, capsys):
     ref = build_index(list(sample), tmp_path / "ref", quiet=True, workers=1)
     assert main(["build-index", "--dataset", f"irds:{name}", "--out", str(tmp_path / "irds"), "--quiet"]) == 0
     assert_same_index(ref, tmp_path / "irds")
-    assert open_index(tmp_path / "irds").manifest["input"]["path"] == f"irds:{name}"
+    assert open_index(tmp_path / "irds").manifest.input["path"] == f"irds:{name}"
     assert read_queries(f"irds:{name}") == {"1": "flow over a flat plate", "2": "boundary layer"}
     assert read_qrels(f"irds:{name}") == {"1": {sample[0][0]: 1}, "2": {sample[1][0]: 2, sample[2][0]: 0}}
     capsys.readouterr()
