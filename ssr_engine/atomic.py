@@ -48,8 +48,20 @@ def os_error(path: object, exc: OSError, doing: str = "write") -> SsrError:
         errno.EACCES: "permission denied",
         errno.EPERM: "operation not permitted",
         errno.ENOENT: "no such file or directory",
-    }.get(exc.errno or 0, exc.strerror or str(exc))
+        errno.EFBIG: "file too large (a file size limit, or the file system's)",
+    }.get(exc.errno or 0, exc.strerror or f"{exc} (disk full, or a file size limit?)")
     return SsrError(f"{path}: cannot {doing}: {reason}")
+
+
+@contextmanager
+def os_errors(target: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn an OSError (read-only place, disk full, file too large) into an `SsrError` naming the file."""
+    try:
+        yield
+    except OSError as exc:
+        where = exc.filename if exc.filename else target
+        doing = "write" if str(where).startswith(str(target)) else "read or write"
+        raise os_error(where, exc, doing) from exc
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from .kernels import bm25 as bm25_kernels
 from .kernels.candidates import union_sizes
 from .retrieval import BM25_B, BM25_K1, SearchResult, StoredText, check_k, internal_doc, numba_threads, split_results
 from .stemming import bm25_tokens
+from .validate import kernel_guard
 
 
 def lucene_idf(n_docs: int, df: int) -> float:
@@ -124,7 +125,7 @@ class BM25Searcher(StoredText):
         """
         idx = self.index
         nq = len(q_offsets) - 1
-        with self._lock, numba_threads(threads, nq) as n_threads:
+        with self._lock, numba_threads(threads, nq) as n_threads, kernel_guard(idx):
             chunks = max(1, min(n_threads, nq))
             if self._workspace is None or self._workspace[0].shape[0] < chunks:
                 self._workspace = bm25_kernels.bm25_workspace(chunks, self.n_docs)
@@ -149,7 +150,7 @@ class BM25Searcher(StoredText):
         """int64[Q]: documents holding at least one query term, before the top-k cut."""
         offsets, terms, _ = self._flat_terms(queries)
         ix = self.index
-        with numba_threads(threads):
+        with numba_threads(threads), kernel_guard(ix):
             return union_sizes(offsets, terms, ix.postings_indptr, ix.postings_docs, ix.n_docs)
 
     def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:

@@ -100,6 +100,19 @@ def open_input(path: str | Path) -> tuple[IO[bytes], IO[bytes]]:
     return zstandard.ZstdDecompressor().stream_reader(raw), raw
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def starts_with_bom(path: str | Path) -> bool:
+    """Whether the (decompressed) input starts with a UTF-8 byte order mark, which the readers strip."""
+    stream, raw = open_input(Path(path))
+    with raw, stream as f:
+        try:
+            return f.read(len(BOM)) == BOM
+        except _DECOMPRESS_ERRORS:
+            return False  # the reader reports it, with the line
+
+
 def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0) -> Iterator[tuple[bytes, int, int]]:
     """Yield (bytes of up to chunk_docs whole lines, 1-based number of their first line, input position).
 
@@ -108,6 +121,7 @@ def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0) -> I
     first_line = 1
     pending = b""
     eof = False
+    at_start = True
     stream, raw = open_input(path)
     with raw, stream as f:
         while True:
@@ -121,6 +135,10 @@ def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0) -> I
                     pending += block
                 else:
                     eof = True
+                if at_start and (len(pending) >= len(BOM) or eof):
+                    at_start = False
+                    if pending.startswith(BOM):  # a UTF-8 byte order mark is not part of the first id
+                        pending = pending[len(BOM) :]
             while skip_lines and pending:
                 cut = pending.find(b"\n")
                 pending = pending[cut + 1 :] if cut >= 0 else b""
@@ -177,9 +195,8 @@ def read_tsv(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, he
         starts[0] = 0
         starts[1:] = ends[:-1] + 1
         ends = ends - ((ends > starts) & (arr[np.maximum(ends - 1, 0)] == 13))  # CRLF
-        tabs = np.flatnonzero(arr == 9)
-        pick = np.searchsorted(tabs, starts)
-        first_tab = np.where(pick < tabs.shape[0], tabs[np.minimum(pick, tabs.shape[0] - 1)], len(raw))
+        tabs = np.append(np.flatnonzero(arr == 9), len(raw))  # a sentinel: a block may hold no tab at all
+        first_tab = tabs[np.searchsorted(tabs, starts)]
         no_tab = first_tab >= ends
         ok = ~no_tab & (first_tab > starts)
         problems: dict[int, str] = {}
@@ -258,6 +275,10 @@ def document_fields(obj: Any, any_id: bool = False) -> tuple[str, list[str]]:
     if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
         raise ValueError(f"missing or non-string/integer id (keys: {', '.join(ID_KEYS)})")
     doc_id = str(doc_id)
+    try:
+        doc_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"document id {doc_id!r} is not valid Unicode (a lone surrogate)") from None
     if not doc_id or (not any_id and any(c.isspace() for c in doc_id)):
         raise ValueError(f"document id {doc_id!r} is empty or contains whitespace")
     if title is not None and not isinstance(title, str):

@@ -493,8 +493,10 @@ def open_index(path: str | os.PathLike[str], verify: bool = False) -> Index:
     """Open the current generation of the index at `path`, memory-mapped, as a snapshot.
 
     Checks the owner marker, the commit point and the manifest (their checksums), presence and
-    size of every file and array lengths against the counts. `verify=True` adds the full byte
-    check of every file (`verify_index`) first.
+    size of every file, array lengths against the counts, and the arrays' structure
+    (`validate.check_index`: offsets monotone and in range, vocabulary sorted, doc_rank a
+    permutation). `verify=True` adds the full byte check of every file (`verify_index`) and the
+    O(postings) structural checks.
     """
     root = resolve_index(path)
     if verify:
@@ -508,7 +510,7 @@ def open_index(path: str | os.PathLike[str], verify: bool = False) -> Index:
             raise IndexFormatError(f"{commit.path}: {len(commit.segments)} segments; open_index reads one-segment "
                                    "indexes (a live index has its own reader)")
         ref = commit.segments[0]
-        index = open_segment(root / ref.name, ref.manifest_sha256)
+        index = open_segment(root / ref.name, ref.manifest_sha256, full=verify)
         index.root, index.commit, index._holds = root, commit, holds
     except BaseException:
         for h in holds:
@@ -517,8 +519,9 @@ def open_index(path: str | os.PathLike[str], verify: bool = False) -> Index:
     return index
 
 
-def open_segment(directory: Path, manifest_sha256: str | None = None) -> Index:
-    """Open one segment folder (the caller holds it; `open_index` does all of this for an index)."""
+def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool = False) -> Index:
+    """Open and validate one segment folder (the caller holds it; `open_index` does all of this for an
+    index). `full`: also the O(postings) structural checks."""
     manifest = read_manifest(directory, manifest_sha256)
     records = manifest.files
     for name in (*TABLES, *manifest.extra_files):
@@ -550,7 +553,25 @@ def open_segment(directory: Path, manifest_sha256: str | None = None) -> Index:
         signal_bytes=arrays["signal_bytes"], postings_tf=arrays.get("postings_tf"),
         doc_lengths=arrays.get("doc_lengths"), _id_file=id_file,
     )
+    from .validate import check_index
+
+    try:
+        check_index(index, full=full)
+    except BaseException:
+        id_file.close()
+        raise
     return index
+
+
+def verify_opened(index: Index) -> None:
+    """`verify_index` for an opened index (its root) plus the O(postings) structural checks; raises."""
+    if index.root is not None:
+        problems = verify_index(index.root)
+        if problems:
+            raise IndexFormatError("; ".join(problems[:5]))
+    from .validate import check_index
+
+    check_index(index, full=True)
 
 
 def verify_index(path: str | os.PathLike[str]) -> list[str]:
@@ -577,6 +598,11 @@ def verify_index(path: str | os.PathLike[str]) -> list[str]:
                     problems.append(f"{p}: {p.stat().st_size} bytes, expected {record.bytes}")
                 elif sha256_file(p) != record.sha256:
                     problems.append(f"{p}: checksum mismatch (corrupt)")
+            if not problems:
+                try:
+                    open_segment(directory, ref.manifest_sha256, full=True)._id_file.close()
+                except IndexFormatError as exc:
+                    problems.append(str(exc))
     finally:
         for h in holds:
             h.close()

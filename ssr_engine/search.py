@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import SsrError
 from .extract import Extractor, pack_values
-from .format import Index, open_index
+from .format import Index, open_index, verify_opened
 from .hashing import hash_mask, hash_spans
 from .kernels import ssr as kernels
 from .kernels.candidates import union_sizes
@@ -25,6 +25,7 @@ from .kernels.spans import spans_equal
 from .retrieval import SearchResult, StoredText, check_k, check_method, internal_doc, numba_threads, split_results
 from .scoring import signal_weight
 from .stopwords import StopwordList
+from .validate import kernel_guard
 
 METHODS = ("ssr", "exhaustive")
 """The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index)."""
@@ -58,10 +59,12 @@ class Searcher(StoredText):
     """
 
     def __init__(self, index: str | os.PathLike[str] | Index, block: int = kernels.DEFAULT_BLOCK,
-                 method: str = "ssr"):
+                 method: str = "ssr", verify: bool = False):
         check_method(method, METHODS)
         self.method = method
-        self.index = index if isinstance(index, Index) else open_index(index)
+        self.index = index if isinstance(index, Index) else open_index(index, verify=verify)
+        if verify and isinstance(index, Index):
+            verify_opened(index)
         if self.index.scoring != "ssr":
             raise SsrError(f"{self.index.path}: a {self.index.scoring!r} index; method {method!r} needs an index "
                            "built with --scoring ssr")
@@ -143,7 +146,7 @@ class Searcher(StoredText):
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
         """int64[Q]: documents sharing a signal with each query (score > 0), before the top-k cut."""
         qb = self.query_batch(list(queries))
-        with numba_threads(threads):
+        with numba_threads(threads), kernel_guard(self.index):
             ix = self.index
             return union_sizes(qb.offsets, qb.terms, ix.postings_indptr, ix.postings_docs, ix.n_docs)
 
@@ -158,11 +161,12 @@ class Searcher(StoredText):
     def run_kernel(self, qb: QueryBatch, k: int | None, method: str | None = None):
         """The kernel's flat result for a prepared batch: (offsets, docs, scores, matches)."""
         ix = self.index
-        if (self.method if method is None else method) == "ssr":
-            return kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
-                                        qb.offsets, qb.terms, qb.weights, k, block=self.block)
-        return kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, ix.doc_rank, ix.n_terms,
-                                        qb.offsets, qb.terms, qb.weights, k)
+        with kernel_guard(ix):
+            if (self.method if method is None else method) == "ssr":
+                return kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
+                                            qb.offsets, qb.terms, qb.weights, k, block=self.block)
+            return kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, ix.doc_rank, ix.n_terms,
+                                            qb.offsets, qb.terms, qb.weights, k)
 
     # --------------------------------------------------------------------------- ids
 

@@ -23,6 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-scores", choices=("trec", "exact"), default="trec",
                    help="TREC output scores: trec (default; float32, strictly decreasing along our order, so "
                         "trec_eval keeps it) or exact (the true float64 scores, as --json prints them)")
+    p.add_argument("--verify", action="store_true",
+                   help="check every file's checksum and the full structure before searching (reads the whole index)")
     p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
     p.add_argument("--quiet", action="store_true", help="no notices on stderr (e.g. the first run's compilation)")
 
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..format import open_index
 
-    index = open_index(args.index)
+    index = open_index(args.index, verify=args.verify)
     if args.method is None:
         args.method = "bm25" if index.scoring == "bm25" else "ssr"
     retriever = open_retriever(index, args.method)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .candidates import region_offsets
+from .candidates import CorruptIndexData, cap_k, region_offsets
 from .topk import check_key_range, compact, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
 
@@ -36,11 +36,17 @@ def _bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, a
         touched = np.empty(n_docs, dtype=np.int64)
         for q in range(c, nq, n_chunks):  # round robin: long and short queries spread evenly
             n_touched = 0
+            bad = False
             for j in range(q_offsets[q], q_offsets[q + 1]):
                 t = q_terms[j]
                 w = q_weights[j]
+                prev = np.int64(-1)
                 for p in range(indptr[t], indptr[t + 1]):
                     d = np.int64(docs[p])
+                    if d >= n_docs or d <= prev:
+                        bad = True  # corrupt postings_docs: skipped, never used as an index
+                        continue
+                    prev = d
                     tf = np.float64(tfs[p])
                     norm = k1 * ((1.0 - b) + b * np.float64(doc_lengths[d]) / avgdl)
                     if cnt[d] == 0:
@@ -48,7 +54,7 @@ def _bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, a
                         n_touched += 1
                     cnt[d] += 1
                     acc[d] += w * (tf / (norm + tf))
-            pool[q] = n_touched
+            pool[q] = -1 if bad else n_touched
             lo = caps[q]
             cap = caps[q + 1] - lo
             size = 0
@@ -83,6 +89,7 @@ def bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, av
     n_docs = doc_rank.shape[0]
     check_key_range(n_docs)
     nq = q_offsets.shape[0] - 1
+    k = cap_k(k, n_docs)
     caps = region_offsets(q_offsets, q_terms, indptr, np.int64(k))
     out_s, out_m, out_k = heap_arrays(caps[-1])
     sizes = np.zeros(nq, dtype=np.int64)
@@ -96,5 +103,8 @@ def bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, av
         _bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, np.float64(avgdl),
                     np.float64(k1), np.float64(b), doc_rank, n_docs, caps, n_chunks, out_s, out_m, out_k, sizes, pool,
                     workspace[0], workspace[1])
+        if pool.min() < 0:
+            raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "
+                                   "document id >= N")
     offsets, d, s, m = compact(caps, sizes, out_s, out_m, out_k)
     return offsets, d, s, m, pool

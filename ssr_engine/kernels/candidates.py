@@ -36,15 +36,21 @@ def _union_sizes(q_offsets, q_terms, indptr, docs, n_docs, n_chunks, out):
         touched = np.empty(n_docs, dtype=np.int64)
         for q in range(c, nq, n_chunks):
             n = 0
+            bad = False
             for j in range(q_offsets[q], q_offsets[q + 1]):
                 t = q_terms[j]
+                prev = np.int64(-1)
                 for p in range(indptr[t], indptr[t + 1]):
                     d = np.int64(docs[p])
+                    if d >= n_docs or d <= prev:
+                        bad = True  # corrupt postings_docs: flagged, never used as an index
+                        continue
+                    prev = d
                     if seen[d] == 0:
                         seen[d] = 1
                         touched[n] = d
                         n += 1
-            out[q] = n
+            out[q] = -1 if bad else n
             for i in range(n):
                 seen[touched[i]] = 0
 
@@ -58,4 +64,16 @@ def union_sizes(q_offsets, q_terms, indptr, docs, n_docs, n_chunks=None):
         n_chunks = max(1, min(int(n_chunks or nb.get_num_threads()), nq))
         _union_sizes(np.asarray(q_offsets, dtype=np.int64), np.asarray(q_terms, dtype=np.int64), indptr, docs,
                      np.int64(n_docs), n_chunks, out)
+        if out.min() < 0:
+            raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "
+                                   "document id >= N")
     return out
+
+
+def cap_k(k, n_docs):
+    """k as the kernels take it: 0 for every candidate; a k above N is N (same results, and it fits int64)."""
+    return 0 if k is None or k <= 0 else min(int(k), max(int(n_docs), 1))
+
+
+class CorruptIndexData(ValueError):
+    """An index array that lies (found by a kernel's bounds guard); the caller names the index."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .candidates import region_offsets
+from .candidates import CorruptIndexData, cap_k, region_offsets
 from .topk import check_key_range, compact, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
 # Accumulator block in documents: 16K docs x (8 + 4) bytes = 192 KiB, well inside L2. Measured on
@@ -35,7 +35,7 @@ DEFAULT_BLOCK = 1 << 14
 
 @nb.njit(cache=True, nogil=True)
 def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, block,
-                acc, cnt, touched, cur, end, base, cap, res_d, res_s, res_m):
+                acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m):
     """One query: accumulate its postings block by block, keep the best `cap`; returns the count.
 
     A block is the document range [lo, lo + block) starting at the smallest unread posting, so
@@ -49,26 +49,37 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
         t = q_terms[a + j]
         cur[j] = indptr[t]
         end[j] = indptr[t + 1]
+        last[j] = -1
     size = 0
     while True:
         lo = n_docs
+        left = False
         for j in range(m):
             if cur[j] < end[j]:
+                left = True
                 d = np.int64(docs[cur[j]])
                 if d < lo:
                     lo = d
         if lo >= n_docs:
+            if left:
+                return -1  # a posting >= N: corrupt postings_docs (never read past the arrays)
             break
-        hi = lo + block
+        # clipped at N, so a posting >= N ends the block instead of indexing doc_rank past its end
+        hi = min(lo + block, n_docs)
         nt = 0
         for j in range(m):
             w = q_weights[a + j]
             c = cur[j]
             e = end[j]
+            prev = last[j]
             while c < e:
                 d = np.int64(docs[c])
                 if d >= hi:
                     break
+                # strictly ascending postings (hence d >= lo): the one check that keeps x in range
+                if d <= prev:
+                    return -1  # corrupt postings_docs
+                prev = d
                 x = d - lo
                 # branch-free "first touch": a mispredicted branch on the count would serialise
                 # the (cache-missing) loads of consecutive postings
@@ -79,6 +90,7 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
                 cnt[x] = seen + 1
                 c += 1
             cur[j] = c
+            last[j] = prev
         for i in range(nt):
             x = touched[i]
             if not rejects(res_s, res_m, base, size, cap, acc[x], cnt[x]):
@@ -109,11 +121,20 @@ def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
         touched = np.empty(width, dtype=np.int64)
         cur = np.empty(longest, dtype=np.int64)
         end = np.empty(longest, dtype=np.int64)
+        last = np.empty(longest, dtype=np.int64)
         for q in range(c, nq, n_chunks):
             sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
-                                   acc, cnt, touched, cur, end, caps_off[q], caps_off[q + 1] - caps_off[q],
+                                   acc, cnt, touched, cur, end, last, caps_off[q], caps_off[q + 1] - caps_off[q],
                                    res_d, res_s, res_m)
-    return compact(caps_off, sizes, res_s, res_m, res_d)
+            if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
+                break
+    bad = 0
+    for q in range(nq):
+        if sizes[q] < 0:
+            sizes[q] = 0
+            bad += 1
+    offsets, out_d, out_s, out_m = compact(caps_off, sizes, res_s, res_m, res_d)
+    return offsets, out_d, out_s, out_m, bad
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,
@@ -129,10 +150,14 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
         n_chunks = nb.get_num_threads()
     check_key_range(n_docs)
     nq = len(q_offsets) - 1
-    return _search_batch(indptr, docs, doc_rank, np.int64(n_docs), np.asarray(q_offsets, dtype=np.int64),
-                         np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64),
-                         np.int64(0 if k is None else k), np.int64(max(1, block)),
-                         np.int64(max(1, min(n_chunks, nq))))
+    *out, bad = _search_batch(indptr, docs, doc_rank, np.int64(n_docs), np.asarray(q_offsets, dtype=np.int64),
+                              np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64),
+                              np.int64(cap_k(k, n_docs)), np.int64(max(1, block)),
+                              np.int64(max(1, min(n_chunks, nq))))
+    if bad:
+        raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
+                               "id >= N")
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------- exhaustive scan
@@ -171,7 +196,12 @@ def query_term_table(q_offsets, q_terms, q_weights, n_terms):
 @nb.njit(cache=True, nogil=True)
 def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight,
                 nq, count_only, heap_off, heap_cap, heap_size, hs, hm, hd, slot0):
-    """Score documents [lo, hi) against every query of the batch; push into the chunk's heaps."""
+    """Score documents [lo, hi) against every query of the batch; push into the chunk's heaps.
+
+    Returns the number of term ids found outside the bitset (a corrupt forward_terms; skipped).
+    """
+    bad = 0
+    words = bitset.shape[0]
     acc = np.zeros(nq, dtype=np.float64)
     cnt = np.zeros(nq, dtype=np.int32)
     touched = np.empty(nq, dtype=np.int64)
@@ -179,8 +209,13 @@ def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, 
     nu = uterms.shape[0]
     for d in range(lo, hi):
         nm = 0
+        prev = np.int64(-1)
         for p in range(fwd_indptr[d], fwd_indptr[d + 1]):
             t = np.int64(fwd_terms[p])
+            if (t >> 6) >= words or t <= prev:
+                bad += 1  # past the vocabulary (never index the bitset with it) or not ascending
+                continue
+            prev = t
             if (bitset[t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
                 u = np.searchsorted(uterms, t)
                 if u < nu and uterms[u] == t:
@@ -219,6 +254,7 @@ def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, 
                                          doc_key(doc_rank[d], d))
             acc[q] = 0.0
             cnt[q] = 0
+    return bad
 
 
 @nb.njit(cache=True, parallel=True)
@@ -231,12 +267,13 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
     dummy_s = np.empty(0, dtype=np.float64)
     dummy_m = np.empty(0, dtype=np.int32)
     dummy_d = np.empty(0, dtype=np.int64)
+    bad = np.zeros(n_chunks, dtype=np.int64)
     if k > 0:
         heap_cap[:] = k
     else:
         # every candidate: a counting pass sizes each chunk's list exactly
         for c in nb.prange(n_chunks):
-            _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd_terms, doc_rank,
+            bad[c] += _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd_terms, doc_rank,
                         bitset, uterms, urank, r_indptr, r_query, r_weight, nq, True, heap_size, heap_cap,
                         heap_size, dummy_s, dummy_m, dummy_d, c * nq)
         heap_cap[:] = heap_size
@@ -246,9 +283,9 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
         heap_off[s + 1] = heap_off[s] + heap_cap[s]
     hs, hm, hd = heap_arrays(heap_off[slots])
     for c in nb.prange(n_chunks):
-        _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd_terms, doc_rank,
-                    bitset, uterms, urank, r_indptr, r_query, r_weight, nq, False, heap_off, heap_cap, heap_size,
-                    hs, hm, hd, c * nq)
+        bad[c] += _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd_terms,
+                              doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight, nq, False, heap_off,
+                              heap_cap, heap_size, hs, hm, hd, c * nq)
     # merge each query's per-chunk heaps
     caps_off = np.zeros(nq + 1, dtype=np.int64)
     for q in range(nq):
@@ -270,7 +307,8 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
                 size = heap_push(res_s, res_m, res_d, base, size, cap, hs[i], hm[i], hd[i])
         deheap_sort(res_s, res_m, res_d, base, size)
         sizes[q] = size
-    return compact(caps_off, sizes, res_s, res_m, res_d)
+    offsets, out_d, out_s, out_m = compact(caps_off, sizes, res_s, res_m, res_d)
+    return offsets, out_d, out_s, out_m, bad.sum()
 
 
 def exhaustive_batch(fwd_indptr, fwd_terms, doc_rank, n_terms, q_offsets, q_terms, q_weights, k, n_chunks=None):
@@ -287,5 +325,10 @@ def exhaustive_batch(fwd_indptr, fwd_terms, doc_rank, n_terms, q_offsets, q_term
     check_key_range(n_docs)
     n_chunks = max(1, min(n_chunks, max(n_docs, 1)))
     table = query_term_table(q_offsets, q_terms, q_weights, n_terms)
-    return _exhaustive(fwd_indptr, fwd_terms, doc_rank, *table, np.int64(nq), np.int64(0 if k is None else k),
-                       np.int64(n_chunks))
+    *out, bad = _exhaustive(fwd_indptr, fwd_terms, doc_rank, *table, np.int64(nq),
+                            np.int64(cap_k(k, n_docs)), np.int64(n_chunks))
+    if bad:
+        raise CorruptIndexData("forward_terms.npy: a row is not strictly ascending or holds term ids past the "
+                               "vocabulary")
+    return tuple(out)
+

@@ -1,0 +1,361 @@
+"""Fault injection (issue 12): corrupt files, lying arrays, edited manifests, kill -9, races.
+
+Every case must end in an error naming the file (exit status 2 from the CLI), never a crash
+(a signal or a traceback), and `ssr verify` must catch every byte flip. The bigger campaign
+(more seeds, every byte position class, counts for RESULTS.md) is benchmarks/fault_campaign.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ssr_engine import build_index, open_index, verify_index
+from ssr_engine.errors import IndexFormatError, SsrError
+from ssr_engine.generations import read_commit, seal
+from ssr_engine.search import Searcher
+
+WORDS = [f"w{i}" for i in range(300)]
+QUERIES = ["w1 w2 w3", "w5 w7 w11", "w0"]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    d = tmp_path_factory.mktemp("faults")
+    rng = np.random.default_rng(7)
+    coll = d / "c.tsv"
+    coll.write_text("".join(f"{i}\t{' '.join(rng.choice(WORDS, 12))}\n" for i in range(3000)), encoding="utf-8")
+    out = build_index(coll, d / "idx", quiet=True)
+    bm25 = build_index(coll, d / "idx-bm25", scoring="bm25", quiet=True)
+    return coll, out, bm25
+
+
+def copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def ssr(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ssr_engine", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess[str], match: str | None = None) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])  # not a signal (< 0), not 1
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    if match:
+        assert match in proc.stderr, proc.stderr[-2000:]
+
+
+def edit_array(index_dir: Path, name: str, fn) -> None:
+    path = open_index(index_dir).path / f"{name}.npy"
+    arr = np.load(path, mmap_mode="r+")
+    fn(arr)
+    arr.flush()
+    del arr
+
+
+def set_at(index_dir: Path, name: str, pos: int, value: int) -> None:
+    edit_array(index_dir, name, lambda arr: arr.__setitem__(pos, value))
+
+
+def query_term(index_dir: Path) -> int:
+    """The most frequent term of the first query (its postings are read by every method)."""
+    s = Searcher(index_dir)
+    qb = s.query_batch(QUERIES[:1])
+    t = int(qb.terms[np.argmax(qb.df)])
+    s.index.close()
+    return t
+
+
+# ---- lying arrays that pass the open-time checks: the kernels' guards -------------------------
+
+
+@pytest.mark.parametrize("case", ["posting_is_n", "posting_huge", "postings_descending"])
+def test_lying_postings_are_an_error_in_every_method(base, tmp_path, case):
+    _, out, bm25 = base
+    for src, methods in ((out, ("ssr",)), (bm25, ("bm25",))):
+        w = copy(src, tmp_path / f"{src.name}-{case}")
+        t = query_term(w) if src is out else None
+        ix = open_index(w)
+        if t is None:
+            t = int(np.argmax(np.diff(ix.postings_indptr)))
+        a, b = int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
+        n = ix.n_docs
+        ix.close()
+        docs = open_index(w).postings_docs
+        first, second = int(docs[a]), int(docs[a + 1])
+        edits = {"posting_is_n": [(a + (b - a) // 2, n)], "posting_huge": [(b - 1, 2**32 - 1)],
+                 "postings_descending": [(a, second), (a + 1, first)]}[case]
+        for pos, value in edits:
+            set_at(w, "postings_docs", pos, value)
+        from ssr_engine.retrieval import open_retriever
+
+        for method in methods:
+            r = open_retriever(w, method)
+            words = " ".join(ix.signal(t) for _ in range(1)) if src is bm25 else QUERIES[0]
+            with pytest.raises(IndexFormatError, match="postings_docs.npy"):
+                r.search_batch([words], 10)
+            with pytest.raises(IndexFormatError, match="postings_docs.npy"):
+                r.pool_sizes([words])
+        with pytest.raises(IndexFormatError, match="postings"):
+            open_index(w, verify=True)
+        assert verify_index(w)
+
+
+def test_lying_forward_terms_are_an_error_in_the_scan(base, tmp_path):
+    _, out, _ = base
+    w = copy(out, tmp_path / "w")
+    edit_array(w, "forward_terms", lambda arr: arr.__setitem__(5, 2**32 - 1))
+    with pytest.raises(IndexFormatError, match="forward_terms.npy"):
+        Searcher(w, method="exhaustive").search_batch(QUERIES, 10)
+    proc = ssr("search", "--index", str(w), "--method", "exhaustive", *QUERIES)
+    assert_clean_error(proc, "forward_terms.npy")
+    proc = ssr("search", "--index", str(w), "--verify", *QUERIES)
+    assert_clean_error(proc, "checksum mismatch")
+
+
+# ---- structural edits caught at open ------------------------------------------------------------
+
+
+STRUCTURAL = {
+    "postings_indptr+1e6": ("postings_indptr", lambda a: a.__setitem__(len(a) // 2, a[len(a) // 2] + 1_000_000)),
+    "postings_indptr_end": ("postings_indptr", lambda a: a.__setitem__(-1, a[-1] - 1)),
+    "forward_indptr_flip": ("forward_indptr", lambda a: a.__setitem__(7, a[7] ^ (1 << 40))),
+    "forward_indptr_start": ("forward_indptr", lambda a: a.__setitem__(0, 3)),
+    "doc_rank_duplicate": ("doc_rank", lambda a: a.__setitem__(0, a[1])),
+    "doc_rank_out_of_range": ("doc_rank", lambda a: a.__setitem__(10, len(a))),
+    "vocab_unsorted": ("vocab", lambda a: a.__setitem__(0, a[1])),
+    "signal_offsets_jump": ("signal_offsets", lambda a: a.__setitem__(3, 10**9)),
+    "signal_offsets_end": ("signal_offsets", lambda a: a.__setitem__(-1, a[-1] + 1)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STRUCTURAL))
+def test_structural_edits_are_refused_at_open(base, tmp_path, case):
+    _, out, _ = base
+    name, fn = STRUCTURAL[case]
+    w = copy(out, tmp_path / "w")
+    edit_array(w, name, fn)
+    with pytest.raises(IndexFormatError, match=f"{name}.npy"):
+        open_index(w)
+    assert any(f"{name}.npy" in p for p in verify_index(w))
+
+
+def test_structural_edits_exit_2_from_the_cli(base, tmp_path):
+    _, out, _ = base
+    for case in ("postings_indptr+1e6", "forward_indptr_flip", "doc_rank_duplicate"):
+        name, fn = STRUCTURAL[case]
+        w = copy(out, tmp_path / case)
+        edit_array(w, name, fn)
+        for extra in ((), ("--method", "exhaustive"), ("--explain",)):
+            assert_clean_error(ssr("search", "--index", str(w), *extra, QUERIES[0]), f"{name}.npy")
+        assert_clean_error(ssr("verify", str(w)), f"{name}.npy")
+
+
+# ---- byte flips: verify catches every one, nothing crashes ----------------------------------------
+
+
+def test_every_byte_flip_is_caught_by_verify_and_never_crashes(base, tmp_path):
+    _, out, _ = base
+    rnd = random.Random(12)
+    seg = open_index(out).path
+    targets = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file() and p.stat().st_size
+                     and p.name != "write.lock")
+    assert len(targets) >= 13  # owner, commit, manifest, 8 arrays, 2 tables
+    for rel in targets:
+        w = tmp_path / f"flip-{rel.name}"
+        copy(out, w)
+        path = w / rel
+        raw = bytearray(path.read_bytes())
+        pos = rnd.randrange(len(raw))
+        raw[pos] ^= 1 << rnd.randrange(8)
+        path.write_bytes(bytes(raw))
+        assert verify_index(w), f"flip at {rel}:{pos} not caught"
+        try:  # open and search may succeed (content flips keep every invariant) but never crash
+            Searcher(w).search_batch(QUERIES, 10)
+            Searcher(w, method="exhaustive").search_batch(QUERIES, 10)
+        except SsrError:
+            pass
+        shutil.rmtree(w)
+    assert seg.is_dir()
+
+
+# ---- the manifest, settings included, under checksums ------------------------------------------
+
+
+def reseal_manifest(index_dir: Path, change) -> None:
+    """Edit the segment manifest and re-seal it and the commit point (an attacker who knows the scheme)."""
+    commit = read_commit(index_dir)
+    seg = index_dir / commit.segments[0].name / "manifest.json"
+    body = json.loads(seg.read_text())
+    body.pop("checksum")
+    change(body)
+    text = seal(body)
+    seg.write_text(text)
+    cpath = commit.path
+    cbody = json.loads(cpath.read_text())
+    cbody.pop("checksum")
+    cbody["segments"][0]["manifest_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    cpath.write_text(seal(cbody))
+
+
+def test_settings_edits_fail_the_manifest_checksum(base, tmp_path):
+    _, out, _ = base
+    for key, value in (("seed", 1), ("bits", 32)):
+        w = copy(out, tmp_path / f"w-{key}")
+        seg = open_index(w).path / "manifest.json"
+        seg.write_text(seg.read_text().replace(f'"{key}": {64 if key == "bits" else 0}', f'"{key}": {value}'))
+        with pytest.raises(IndexFormatError, match="manifest.json: differs from the checksum in the commit"):
+            open_index(w)
+        assert_clean_error(ssr("search", "--index", str(w), QUERIES[0]), "manifest.json")
+        assert verify_index(w)
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda m: m["counts"].__setitem__("documents", "many"), "documents must be a non-negative integer"),
+    (lambda m: m["counts"].pop("terms"), "missing 'terms'"),
+    (lambda m: m["counts"].__setitem__("postings", -1), "postings must be a non-negative integer"),
+    (lambda m: m["counts"].__setitem__("documents", 2**70), "entries, expected"),
+    (lambda m: m["signals"]["hash"].__setitem__("bits", 99), "bits must be in 1..64"),
+    (lambda m: m["signals"].__setitem__("cap", "x"), "cap must be"),
+    (lambda m: m.pop("signals"), "missing 'signals'"),
+    (lambda m: m["files"].pop("vocab.npy"), "vocab.npy: not listed in the manifest"),
+])
+def test_resealed_manifest_with_bad_values_is_a_clear_error(base, tmp_path, change, match):
+    _, out, _ = base
+    w = copy(out, tmp_path / "w")
+    reseal_manifest(w, change)
+    with pytest.raises(IndexFormatError, match=match):
+        open_index(w)
+    assert_clean_error(ssr("index-info", str(w)), "manifest")
+
+
+# ---- kill -9 during builds and replaces -----------------------------------------------------------
+
+
+def test_kill_9_at_random_points_leaves_an_index_that_opens(base, tmp_path):
+    coll, out, _ = base
+    w = copy(out, tmp_path / "w")
+    expected = Searcher(w).search_batch(QUERIES, 10)
+    other = tmp_path / "other.tsv"
+    other.write_text("".join(f"x{i}\tw1 w2 w{i % 50}\n" for i in range(3000)), encoding="utf-8")
+    (w / "notes.txt").write_text("mine")
+    rnd = random.Random(3)
+    outcomes = []
+    for _ in range(4):
+        proc = subprocess.Popen([sys.executable, "-m", "ssr_engine", "build-index", "--collection", str(other),
+                                 "--out", str(w), "--force", "--quiet", "--chunk-docs", "300"],
+                                stderr=subprocess.PIPE)
+        time.sleep(rnd.uniform(0.2, 4.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        outcomes.append(proc.returncode)
+        got = Searcher(w).search_batch(QUERIES, 10)
+        ids = [r.ids.tolist() for r in got]
+        if ids != [r.ids.tolist() for r in expected]:  # the new generation was committed before the kill
+            assert all(i.startswith("x") for r in got for i in r.ids.tolist())
+            expected = got
+        assert (w / "notes.txt").read_text() == "mine"
+    build_index(coll, w, force=True, quiet=True)  # the next writer removes every leftover
+    names = {p.name for p in w.iterdir()}
+    assert names == {"commit-" + str(read_commit(w).generation) + ".json", "ssr-index.json", "write.lock",
+                     "notes.txt", read_commit(w).segments[0].name}
+    assert verify_index(w) == []
+
+
+def test_concurrent_builds_into_one_new_folder(base, tmp_path):
+    coll, _, _ = base
+    target = tmp_path / "new"
+    cmd = [sys.executable, "-m", "ssr_engine", "build-index", "--collection", str(coll), "--out", str(target),
+           "--quiet"]
+    procs = [subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    loser = next(err for code, err in results if code == 2)
+    assert "Traceback" not in loser
+    assert "another process is writing" in loser or "already exists" in loser
+    assert read_commit(target).generation == 1 and verify_index(target) == []
+
+
+# ---- bad input and bad places: exit 2 with FILE[:LINE]: reason, nothing left behind ----------------
+
+
+def build_cli(coll: Path, out: Path, *extra: str, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ssr_engine", "build-index", "--collection", str(coll), "--out",
+                           str(out), *extra], capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_bad_inputs_exit_2_naming_file_and_line(tmp_path):
+    notab = tmp_path / "notab.tsv"
+    notab.write_text("no tab here\nnor here\n")
+    assert_clean_error(build_cli(notab, tmp_path / "a", "--quiet"), "notab.tsv:1: no tab between id and text")
+    surrogate = tmp_path / "s.jsonl"
+    surrogate.write_text('{"id": "ok", "text": "fine"}\n{"id": "\\ud800", "text": "hello"}\n')
+    assert_clean_error(build_cli(surrogate, tmp_path / "b", "--quiet"), "s.jsonl:2: document id")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notab.tsv", "s.jsonl"]
+
+
+def test_gzip_input_is_read_and_a_bom_is_stripped_and_said(tmp_path):
+    import gzip
+
+    gz = tmp_path / "c.tsv"  # compressed, named as plain TSV
+    gz.write_bytes(gzip.compress(b"1\thello world\n2\tfoo bar\n"))
+    assert build_cli(gz, tmp_path / "gz", "--quiet").returncode == 0
+    assert open_index(tmp_path / "gz").doc_ids() == ["1", "2"]
+    bom = tmp_path / "bom.tsv"
+    bom.write_bytes(b"\xef\xbb\xbf10\thello world\n9\thello there\n")
+    proc = build_cli(bom, tmp_path / "bom")
+    assert proc.returncode == 0 and "byte order mark" in proc.stderr
+    ix = open_index(tmp_path / "bom")
+    assert ix.doc_ids() == ["10", "9"] and ix.manifest.ids["integer"] is True
+    assert ix.manifest.input["utf8_bom_stripped"] is True
+    assert Searcher(tmp_path / "bom").search("hello", 5).ids.tolist() == ["9", "10"]  # integer id order
+
+
+def test_huge_k_is_every_candidate(base):
+    _, out, bm25 = base
+    proc = ssr("search", "--index", str(out), "-k", str(2**63), QUERIES[0])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(proc.stdout.splitlines()) == len(Searcher(out).search(QUERIES[0], None))
+    proc = ssr("search", "--index", str(bm25), "--method", "bm25", "-k", str(2**63), QUERIES[0])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_unwritable_place_and_full_disk_exit_2_and_leave_nothing(base, tmp_path):
+    import os
+    import resource
+
+    coll, _, _ = base
+    try:
+        os.mkdir("/sys/ssr-probe")
+        os.rmdir("/sys/ssr-probe")
+        writable_sys = True
+    except OSError:
+        writable_sys = False
+    if not writable_sys:
+        assert_clean_error(build_cli(coll, Path("/sys/ssr-idx"), "--quiet"), "/sys/ssr-idx: cannot")
+
+    def small_files() -> None:  # "disk full" for this process: writes past 64 KiB fail (EFBIG)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
+
+    out = tmp_path / "full"
+    assert_clean_error(build_cli(coll, out, "--quiet", preexec_fn=small_files), "cannot write")
+    assert not out.exists()
+    proc = subprocess.run([sys.executable, "-m", "ssr_engine", "search", "--index", str(base[1]), "--all",
+                           "--output", str(tmp_path / "run.trec"), QUERIES[0]], capture_output=True, text=True,
+                          timeout=300, preexec_fn=small_files)
+    assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr  # small enough to fit, or refused
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["run.trec"])
