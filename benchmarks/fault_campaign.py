@@ -97,15 +97,34 @@ def segment(index: Path) -> Path:
     return index / commit.segments[0].name
 
 
-def edits(seg: Path, rnd: random.Random) -> list[tuple[str, str, int, int]]:
-    """(case, array, position, value) of invariant-breaking edits for every array of the segment."""
+def query_postings(index: Path) -> tuple[int, int]:
+    """[a, b): the postings of the most frequent known term of the first query (read by every search)."""
+    from ssr_engine.format import open_index
+    from ssr_engine.retrieval import open_retriever
+
+    ix = open_index(index)
+    if ix.scoring == "bm25":
+        terms = [t for t in (open_retriever(ix, "bm25").term_id(w) for w in QUERIES[0].split()) if t >= 0]
+    else:
+        terms = open_retriever(ix, "ssr").query_batch(QUERIES[:1]).terms.tolist()
+    t = max(terms, key=lambda t: int(ix.postings_indptr[t + 1] - ix.postings_indptr[t]))
+    return int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
+
+
+def edits(index: Path, seg: Path, rnd: random.Random) -> list[tuple[str, str, int, int]]:
+    """(case, array, position, value) of invariant-breaking edits for every array of the segment.
+
+    Posting edits fall inside the postings the first query reads; the other arrays are read
+    whole by open (offsets, vocabulary, doc_rank) or by the scan (forward terms).
+    """
     out = []
     arrays = {p.stem: np.load(p, mmap_mode="r") for p in seg.glob("*.npy")}
     n = arrays["doc_rank"].shape[0]
     v = arrays["vocab"].shape[0]
+    a_q, b_q = query_postings(index)
     for name, a in sorted(arrays.items()):
         size = a.shape[0]
-        i = rnd.randrange(max(size - 1, 1))
+        i = rnd.randrange(a_q, b_q - 1) if name in ("postings_docs", "postings_tf") else rnd.randrange(max(size - 1, 1))
         if name.endswith("indptr") or name == "signal_offsets":
             out += [(f"{name}[{i}] += 1e6", name, i, int(a[i]) + 1_000_000), (f"{name}[-1] -= 1", name, size - 1,
                                                                                int(a[-1]) - 1)]
@@ -153,7 +172,9 @@ def main() -> int:
     failures: list[str] = []
     started = time.time()
     for scoring, base in bases.items():
-        for case, name, pos, value in edits(segment(base), rnd):
+        for case, name, pos, value in edits(base, segment(base), rnd):
+            if scoring == "bm25" and name == "forward_terms":
+                continue  # BM25 never reads the forward index; verify alone covers it (flips below)
             w = work / "case"
             shutil.rmtree(w, ignore_errors=True)
             shutil.copytree(base, w)

@@ -193,7 +193,7 @@ def test_store_text_and_show_text(docs, tmp_path, capsys, scoring):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith(f" {scoring}") and lines[1].startswith("#\ttext\ttitle of ")
     # a corrupted store is found by verify and reported, never a crash
-    store = Path(idx) / "doc_text.parquet"
+    store = open_index(idx).path / "doc_text.parquet"
     data = bytearray(store.read_bytes())
     data[len(data) // 2] ^= 0xFF
     store.write_bytes(bytes(data))

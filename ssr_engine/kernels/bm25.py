@@ -43,8 +43,8 @@ def _bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, a
                 prev = np.int64(-1)
                 for p in range(indptr[t], indptr[t + 1]):
                     d = np.int64(docs[p])
-                    if d >= n_docs or d <= prev:
-                        bad = True  # corrupt postings_docs: skipped, never used as an index
+                    if d >= n_docs or d <= prev or tfs[p] == 0:
+                        bad = True  # corrupt postings (docs or tf): skipped, never used as an index
                         continue
                     prev = d
                     tf = np.float64(tfs[p])
@@ -104,7 +104,7 @@ def bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, av
                     np.float64(k1), np.float64(b), doc_rank, n_docs, caps, n_chunks, out_s, out_m, out_k, sizes, pool,
                     workspace[0], workspace[1])
         if pool.min() < 0:
-            raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "
-                                   "document id >= N")
+            raise CorruptIndexData("postings_docs.npy or postings_tf.npy: a posting list is not strictly "
+                                   "ascending, holds a document id >= N or a term frequency 0")
     offsets, d, s, m = compact(caps, sizes, out_s, out_m, out_k)
     return offsets, d, s, m, pool
