@@ -391,7 +391,7 @@ class IndexWriter:
             if not self.force:
                 raise SsrError(f"{root}: already exists (a format-1 index; use --force to replace it)")
             self._v1 = True
-        elif names - {LOCK}:
+        elif _not_claiming(names):
             raise SsrError(f"{root}: exists and is not an ssr index; refusing to replace it, even with --force")
         self.lock.acquire()
         if owner is not None:
@@ -399,7 +399,7 @@ class IndexWriter:
             if current is not False and not self.force:
                 raise SsrError(f"{root}: already exists (use --force to replace it)")
         else:
-            if self._v1 is False and set(os.listdir(root)) - {LOCK}:  # something appeared: not ours
+            if self._v1 is False and _not_claiming(set(os.listdir(root))):  # something appeared: not ours
                 raise SsrError(f"{root}: changed while the build started; refusing to write into it")
             _write_owner(root)
             self._claimed = True
@@ -476,6 +476,11 @@ class IndexWriter:
                             pass
         finally:
             self.lock.release()
+
+
+def _not_claiming(names: set[str]) -> set[str]:
+    """Names beyond those of a writer claiming a new folder (its lock, its marker being written)."""
+    return {n for n in names if n != LOCK and not n.startswith(f".{OWNER}{TMP_MARK}")}
 
 
 def _current_or_corrupt(root: Path) -> Commit | None | bool:
