@@ -202,7 +202,7 @@ class LiveRegistry:
     def _integer_ids(self) -> tuple[bool, bool]:
         """(base ids all integers, live ids all integers)."""
         if self._base_nonint is None:
-            manifest_ids = self._searcher.index.manifest.get("ids", {})
+            manifest_ids = self._searcher.index.manifest.ids
             if manifest_ids.get("integer"):
                 self._base_nonint = 0
             else:
