@@ -7,10 +7,13 @@ at most `workers + 1` chunks are in memory.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,7 +66,8 @@ def invert(collection: Path | str | Iterable[Any], config: BuildConfig, seed: in
         result.runs.append(run)
         bar.advance(pos, run.n_docs)
 
-    with ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="ssr-invert") as pool:
+    with _interrupts_at_checkpoints() as checkpoint, \
+            ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="ssr-invert") as pool:
         try:
             for chunk in read_collection(collection, config.fmt, config.chunk_docs, config.skip_bad_lines,
                                          config.header):
@@ -77,15 +81,47 @@ def invert(collection: Path | str | Iterable[Any], config: BuildConfig, seed: in
                 index = len(result.runs) + len(pending)
                 pending.append((pool.submit(process, index, chunk, result.n_docs), chunk.source_pos))
                 result.n_docs += chunk.n_docs
+                checkpoint()
                 while len(pending) > config.workers:  # bounded: at most workers + 1 chunks in memory
                     finish_one()
+                    checkpoint()
             while pending:
                 finish_one()
+                checkpoint()
         finally:
             for f, _ in pending:
                 f.cancel()
             bar.close()
     return result
+
+
+@contextmanager
+def _interrupts_at_checkpoints() -> Iterator[Callable[[], None]]:
+    """Turn Ctrl-C into a KeyboardInterrupt raised at the loop's own checkpoints.
+
+    Why: CPython can raise KeyboardInterrupt between a lock's acquire and the `with` block that
+    releases it; inside ThreadPoolExecutor's bookkeeping that leaves a lock held, and the build
+    then hangs for ever in the pool's shutdown. So SIGINT only sets a flag while the pool runs,
+    and the interrupt is raised where no lock is held (and once more after the pool has closed).
+    Outside the main thread, or when SIGINT is not Python's default handler, nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield lambda: None
+        return
+    hits: list[int] = []
+
+    def checkpoint() -> None:
+        if hits:
+            hits.clear()
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: hits.append(signum))
+    try:
+        yield checkpoint
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    checkpoint()
 
 
 class InvertBar:
