@@ -77,7 +77,7 @@ def atomic_write(
     tmp = tmp_name(path)
     binary = "b" in mode
     try:
-        f = open(tmp, mode, **({} if binary else {"encoding": encoding, "newline": newline}))
+        f: IO[Any] = open(tmp, mode) if binary else open(tmp, mode, encoding=encoding, newline=newline)
     except OSError as exc:
         raise os_error(path, exc) from exc
     try:

@@ -139,7 +139,7 @@ class Manifest:
         try:
             c, s = data["counts"], data["signals"]
             h = s["hash"]
-            counts = Counts(*(_int(c, k) for k in ("documents", "terms", "postings")),
+            counts = Counts(_int(c, "documents"), _int(c, "terms"), _int(c, "postings"),
                             _int(c, "empty_documents") if "empty_documents" in c else 0)
             stop = s["stopwords"]
             if not isinstance(stop, list) or not all(isinstance(w, str) for w in stop):

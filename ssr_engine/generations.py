@@ -447,10 +447,11 @@ class IndexWriter:
             refs.append(SegmentRef(final.name, int(docs), sha, deletes[i] if deletes else None))
         fsync_dir(self.root)
         generation = (current.generation if current else 0) + 1
+        created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         body = {"magic": "ssr-commit", "format_version": LAYOUT_VERSION, "generation": generation,
-                "segments": [r.as_dict() for r in refs], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                "segments": [r.as_dict() for r in refs], "created": created}
         write_text(self.root / f"commit-{generation}.json", seal(body))
-        self.committed = Commit(self.root, generation, tuple(refs), body["created"])
+        self.committed = Commit(self.root, generation, tuple(refs), created)
         if self._v1:
             for name in V1_FILES:
                 (self.root / name).unlink(missing_ok=True)
