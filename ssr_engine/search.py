@@ -8,6 +8,7 @@ out; every document-level loop runs in `kernels`.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from .errors import SsrError
 from .extract import Extractor, pack_values
 from .format import Index, open_index, verify_opened
 from .hashing import hash_mask, hash_spans
+from .kernels import prune
 from .kernels import ssr as kernels
 from .kernels.candidates import union_sizes
 from .kernels.spans import spans_equal
@@ -27,8 +29,10 @@ from .scoring import signal_weight
 from .stopwords import StopwordList
 from .validate import kernel_guard
 
-METHODS = ("ssr", "exhaustive")
-"""The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index)."""
+METHODS = ("ssr", "maxscore", "exhaustive")
+"""The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index): ssr reads every
+posting of the query's terms (the union), maxscore prunes exactly (MaxScore, `kernels.prune`),
+exhaustive scans the forward index. All three give identical results, bit for bit."""
 # queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)
 _BATCH = 1024
 _BATCH_ALL = 64
@@ -76,6 +80,9 @@ class Searcher(StoredText):
         self.seed = np.uint64(settings.hash.seed)
         self.mask = hash_mask(settings.hash.bits)
         self.block = block
+        # the pruning kernel's per-thread accumulators, kept across calls (one call at a time)
+        self._work: tuple[np.ndarray, ...] | None = None
+        self._work_lock = threading.Lock()
         self._extractor = Extractor(self.stopwords, self.cap)
 
     @property
@@ -134,7 +141,7 @@ class Searcher(StoredText):
         check_method(method, METHODS)
         queries = list(queries)
         # the inverted kernel is parallel over queries, the scan over documents
-        with numba_threads(threads, len(queries) if method == "ssr" else None):
+        with numba_threads(threads, len(queries) if method != "exhaustive" else None):
             results: list[SearchResult] = []
             step = self._batch_size(k, method)
             for start in range(0, len(queries), step):
@@ -161,10 +168,19 @@ class Searcher(StoredText):
     def run_kernel(self, qb: QueryBatch, k: int | None, method: str | None = None):
         """The kernel's flat result for a prepared batch: (offsets, docs, scores, matches)."""
         ix = self.index
+        method = self.method if method is None else method
         with kernel_guard(ix):
-            if (self.method if method is None else method) == "ssr":
+            if method == "ssr":
                 return kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
                                             qb.offsets, qb.terms, qb.weights, k, block=self.block)
+            if method == "maxscore":
+                width = min(max(1, self.block), max(self.n_docs, 1))
+                with self._work_lock:
+                    if self._work is None or self._work[0].shape[1] != width:
+                        self._work = prune.workspace(width)
+                    return prune.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
+                                              qb.offsets, qb.terms, qb.weights, k, block=self.block,
+                                              work=self._work)
             return kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, ix.doc_rank, ix.n_terms,
                                             qb.offsets, qb.terms, qb.weights, k)
 
