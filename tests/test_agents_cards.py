@@ -170,7 +170,7 @@ def test_empty_or_missing_input_is_an_error(tmp_path):
         list(iter_cards(tmp_path / "absent.jsonl"))
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(InputError, match="no .json or .jsonl card files"):
+    with pytest.raises(InputError, match="no .json card files"):
         read_cards(empty)
 
 

@@ -59,7 +59,8 @@ def _build(tmp_path, n=150, seed=4):
 
     folder = tmp_path / "cards"
     shutil.copytree(DATA, folder)
-    write_cards(iter_registry(n, seed), folder / "synthetic.jsonl")
+    (folder / "synthetic.json").write_text(json.dumps([c.to_dict() for c in iter_registry(n, seed)]))
+    write_cards(iter_registry(n, seed), folder / "queries-and-more.jsonl")  # JSONL in a folder is not read
     build_registry(folder, tmp_path / "reg")
     return read_cards(folder)
 

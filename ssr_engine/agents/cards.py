@@ -35,7 +35,9 @@ from typing import Any
 
 from ..errors import InputError
 
-CARD_SUFFIXES = (".json", ".jsonl", ".ndjson")
+# a folder's card files: `.json` only, so that a JSONL of something else kept beside the cards
+# (`ssr agents generate` writes queries.jsonl next to cards.jsonl) is never read as cards
+CARD_SUFFIXES = (".json",)
 # nested inputSchema properties deeper than this are not indexed (a schema can nest without end)
 MAX_SCHEMA_DEPTH = 8
 
@@ -516,7 +518,7 @@ def _iter_json_file(path: Path) -> Iterator[AgentCard]:
 def card_files(folder: Path) -> list[Path]:
     """Card files under a folder, recursively, sorted by relative path.
 
-    `.json`, `.jsonl` and `.ndjson` files; hidden folders are skipped except `.well-known`
+    `.json` files (each a card, a list, or a tools/list answer); hidden folders are skipped except `.well-known`
     (the A2A layout `NAME/.well-known/agent-card.json`).
     """
     found: list[Path] = []
@@ -537,7 +539,7 @@ def iter_cards(path: str | os.PathLike[str]) -> Iterator[AgentCard]:
     if p.is_dir():
         files = card_files(p)
         if not files:
-            raise InputError(p, None, "no .json or .jsonl card files in this folder")
+            raise InputError(p, None, "no .json card files in this folder")
         for f in files:
             yield from _iter_file(f)
     elif p.is_file():
