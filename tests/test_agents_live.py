@@ -140,3 +140,15 @@ def test_bm25_registries_refuse_writes(tmp_path):
     with pytest.raises(SsrError, match="live updates need an SSR registry"):
         live.put(read_cards(src)[0])
     assert not (tmp_path / "reg" / JOURNAL).exists()
+
+
+def test_a_forced_rebuild_starts_without_the_old_journal(tmp_path):
+    cards = list(iter_registry(30, 0))
+    write_cards(cards, tmp_path / "c.jsonl")
+    assert main(["agents", "build", "--cards", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "reg")]) == 0
+    LiveRegistry.open(tmp_path / "reg").delete(cards[1].id)
+    assert len(LiveRegistry.open(tmp_path / "reg")) == 29
+    assert main(["agents", "build", "--cards", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "reg"),
+                 "--force"]) == 0
+    rebuilt = LiveRegistry.open(tmp_path / "reg")
+    assert len(rebuilt) == 30 and rebuilt.version == 0 and cards[1].id in rebuilt

@@ -25,7 +25,8 @@ from ..format import CARD_STORE, CARD_STORE_FORMAT
 from ..retrieval import Retriever, SearchResult, check_k
 from .cards import AgentCard, capability_values, card_document, iter_cards, parse_card, unique_cards
 
-CARD_CACHE = 4096  # parsed cards kept per store
+CARD_CACHE = 4096
+JOURNAL = "agent_updates.jsonl"  # live writes since the build (`agents.live`)  # parsed cards kept per store
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,9 @@ def build_registry(
             # never name the internal documents file: line n of it is the n-th card
             where = seen.sources[exc.line - 1] if exc.line and exc.line <= len(seen.sources) else "cards"
             raise SsrError(f"{where}: {str(exc).split(': ', 1)[-1]}") from exc
+        # live writes journaled against the replaced build do not apply to this one (the journal is
+        # the engine's own file; a crash just before this line would leave it to be replayed)
+        (out / JOURNAL).unlink(missing_ok=True)
     return out
 
 

@@ -37,9 +37,7 @@ from ..ids import _INTEGER_ID as _INT_ID
 from ..retrieval import check_k, numba_threads
 from ..scoring import canonical_sum, signal_weight
 from .cards import AgentCard, capability_values, parse_card
-from .discovery import Pool, Registry
-
-JOURNAL = "agent_updates.jsonl"
+from .discovery import JOURNAL, Pool, Registry
 
 
 def _id_key(card_id: str, integer: bool) -> Any:
