@@ -38,8 +38,9 @@ class WorkDir:
         if self.ledger_path.is_file():
             self.ledger = self._read()
         elif self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
-            raise SsrError(f"{self.path}: exists and was not created by `ssr demo` (no {LEDGER}); "
-                           "choose a new or empty --workdir")
+            raise SsrError(f"{self.path}: exists and was not created by `ssr demo` (no {LEDGER}; a work directory "
+                           "of ssr_engine 0.1's demo has none either); nothing in it is touched: choose a new or "
+                           "empty --workdir, or remove it yourself")
         else:
             self.path.mkdir(parents=True, exist_ok=True)
             self.ledger = {"format": LEDGER_FORMAT, "version": LEDGER_VERSION, "steps": {}}
