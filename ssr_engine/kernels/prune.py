@@ -32,7 +32,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .candidates import region_offsets
+from .candidates import CorruptIndexData, region_offsets
 from .ssr import DEFAULT_BLOCK, _search_one
 from .topk import check_key_range, compact, deheap_sort, doc_key, heap_push
 
@@ -257,6 +257,7 @@ def _run_queries(q0, q1, step, indptr, docs, doc_rank, n_docs, q_offsets, q_term
     cur = np.empty(longest, dtype=np.int64)
     end = np.empty(longest, dtype=np.int64)
     prefix = np.empty(longest + 1, dtype=np.float64)
+    last = np.empty(longest, dtype=np.int64)
     width = acc.shape[0]
     for q in range(q0, q1, step):
         base = caps_off[q]
@@ -269,7 +270,9 @@ def _run_queries(q0, q1, step, indptr, docs, doc_rank, n_docs, q_offsets, q_term
                                      mask, acc, touched, cur, end, prefix, base, cap, res_d, res_s, res_m)
         else:
             sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
-                                   acc, cnt, touched, cur, end, base, cap, res_d, res_s, res_m)
+                                   acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m)
+            if sizes[q] < 0:  # corrupt postings (see kernels.ssr): this slice's accumulators are dirty
+                break
 
 
 @nb.njit(cache=True, parallel=True)
@@ -293,7 +296,13 @@ def _search_par(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k
         q1 = (c + 1) * nq // n_slices
         _run_queries(q0, q1, 1, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, width, prune_from,
                      caps_off, res_d, res_s, res_m, sizes, acc[t], cnt[t], mask[t], touched[t])
-    return compact(caps_off, sizes, res_s, res_m, res_d)
+    bad = 0
+    for q in range(nq):
+        if sizes[q] < 0:
+            sizes[q] = 0
+            bad += 1
+    offsets, out_d, out_s, out_m = compact(caps_off, sizes, res_s, res_m, res_d)
+    return offsets, out_d, out_s, out_m, bad
 
 
 def workspace(width, rows=None):
@@ -345,9 +354,15 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
     nb.set_num_threads(n_threads)
     old_chunk = nb.set_parallel_chunksize(1)
     try:
-        return _search_par(indptr, docs, doc_rank, np.int64(n_docs), q_offsets, q_terms, q_weights,
-                           np.int64(0 if k is None else k), np.int64(prune_from if method == "maxscore" else -1),
-                           np.int64(n_slices), acc, cnt, mask, touched)
+        *out, bad = _search_par(indptr, docs, doc_rank, np.int64(n_docs), q_offsets, q_terms, q_weights,
+                                np.int64(0 if k is None else k), np.int64(prune_from if method == "maxscore" else -1),
+                                np.int64(n_slices), acc, cnt, mask, touched)
     finally:
         nb.set_parallel_chunksize(old_chunk)
         nb.set_num_threads(before)
+    if bad:
+        for a in work:  # the workspace outlives this call: leave it clean
+            a[...] = 0
+        raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
+                               "id >= N")
+    return tuple(out)
