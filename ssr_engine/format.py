@@ -598,6 +598,12 @@ def verify_index(path: str | os.PathLike[str]) -> list[str]:
                     problems.append(f"{p}: {p.stat().st_size} bytes, expected {record.bytes}")
                 elif sha256_file(p) != record.sha256:
                     problems.append(f"{p}: checksum mismatch (corrupt)")
+            if ref.deletes is not None:  # a live index's deletion file, checksummed in the commit point
+                p = directory / ref.deletes
+                if not p.is_file():
+                    problems.append(f"{p}: missing")
+                elif sha256_file(p) != ref.deletes_sha256:
+                    problems.append(f"{p}: checksum mismatch (corrupt)")
             if not problems:
                 try:
                     open_segment(directory, ref.manifest_sha256, full=True)._id_file.close()

@@ -55,6 +55,7 @@ READERS = "readers.lock"
 SEGMENT_MANIFEST = "manifest.json"
 _COMMIT = re.compile(r"^commit-([0-9]{1,18})\.json$")
 _SEGMENT = re.compile(r"^seg-([0-9]{1,18})$")
+_DELETES = re.compile(r"^deletes-[0-9]{1,18}\.npz$")  # a segment's deletion file (live indexes)
 _STAGING = ".staging-"
 _TRASH = ".trash-"
 # the flat layout of format version 1 (every file at the top): recognised to refuse it with the
@@ -243,10 +244,11 @@ class SegmentRef:
     documents: int
     manifest_sha256: str
     deletes: str | None = None
+    deletes_sha256: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "documents": self.documents, "manifest_sha256": self.manifest_sha256,
-                "deletes": self.deletes}
+                "deletes": self.deletes, "deletes_sha256": self.deletes_sha256}
 
 
 @dataclass(frozen=True)
@@ -279,10 +281,15 @@ def _parse_commit(root: Path, generation: int, body: dict[str, Any]) -> Commit:
         segments = []
         for s in body["segments"]:
             name, docs, sha, deletes = s["name"], s["documents"], s["manifest_sha256"], s.get("deletes")
+            deletes_sha = s.get("deletes_sha256")
             if not (isinstance(name, str) and _SEGMENT.match(name) and type(docs) is int and docs >= 0
-                    and isinstance(sha, str) and (deletes is None or isinstance(deletes, str))):
+                    and isinstance(sha, str) and (deletes is None or isinstance(deletes, str))
+                    and (deletes is None) == (deletes_sha is None)
+                    and (deletes_sha is None or isinstance(deletes_sha, str))):
                 raise ValueError(f"bad segment entry {s!r}")
-            segments.append(SegmentRef(name, docs, sha, deletes))
+            if deletes is not None and not _DELETES.match(deletes):
+                raise ValueError(f"bad deletion file name {deletes!r}")
+            segments.append(SegmentRef(name, docs, sha, deletes, deletes_sha))
         return Commit(root, generation, tuple(segments), str(body.get("created", "")))
     except (KeyError, TypeError, ValueError) as exc:
         raise IndexFormatError(f"{path}: corrupt commit point ({exc})") from exc
@@ -340,9 +347,10 @@ class IndexWriter:
     A failed build removes what it made; a build that created `out` removes `out` too.
     """
 
-    def __init__(self, out: str | os.PathLike[str], force: bool = False):
+    def __init__(self, out: str | os.PathLike[str], force: bool = False, append: bool = False):
         self.root = Path(out).absolute()
         self.force = force
+        self.append = append  # change an existing index (live indexes): it must exist and have a commit
         self.lock = WriterLock(self.root)
         self.committed: Commit | None = None
         self._created = False  # we made the folder
@@ -394,7 +402,10 @@ class IndexWriter:
         elif _not_claiming(names):
             raise SsrError(f"{root}: exists and is not an ssr index; refusing to replace it, even with --force")
         self.lock.acquire()
-        if owner is not None:
+        if self.append:
+            if owner is None or not isinstance(_current_or_corrupt(root), Commit):
+                raise SsrError(f"{root}: not an ssr index with a sound commit point; nothing changed")
+        elif owner is not None:
             current = _current_or_corrupt(root)
             if current is not False and not self.force:
                 raise SsrError(f"{root}: already exists (use --force to replace it)")
@@ -422,7 +433,8 @@ class IndexWriter:
         self._staged.remove(staged)
         shutil.rmtree(staged, ignore_errors=True)
 
-    def commit(self, segments: list[tuple[Path, int]], deletes: list[str | None] | None = None) -> Commit:
+    def commit(self, segments: list[tuple[Path, int]], deletes: list[str | None] | None = None,
+               deletes_sha256: list[str | None] | None = None) -> Commit:
         """Publish `segments` (staged folders, or existing `seg-M` folders to keep) as the next generation.
 
         Each entry is (folder, live documents). Staged folders are renamed to `seg-M`; then the commit
@@ -444,7 +456,8 @@ class IndexWriter:
             else:
                 final = folder
             sha = _sha256(final / SEGMENT_MANIFEST)
-            refs.append(SegmentRef(final.name, int(docs), sha, deletes[i] if deletes else None))
+            refs.append(SegmentRef(final.name, int(docs), sha, deletes[i] if deletes else None,
+                                   deletes_sha256[i] if deletes_sha256 else None))
         fsync_dir(self.root)
         generation = (current.generation if current else 0) + 1
         created = time.strftime("%Y-%m-%dT%H:%M:%S%z")

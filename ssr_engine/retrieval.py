@@ -207,16 +207,19 @@ def open_retriever(index: str | os.PathLike[str] | Index, method: str = "ssr", *
     scoring "bm25" (k1 and b apply to bm25 only). Raises `ArgumentError` for an unknown method
     and `SsrError` for an index of the other scoring.
     """
-    from .format import Index, open_index
+    from .format import Index
 
     check_method(method)
-    ix = index if isinstance(index, Index) else open_index(index)
     if method == "bm25":
+        if not isinstance(index, Index):  # a directory: it may be a live index (live.open_bm25 decides)
+            from .live import open_bm25
+
+            return open_bm25(index, k1=k1, b=b)
         from .bm25 import BM25Searcher
 
-        return BM25Searcher(ix, k1=k1, b=b)
+        return BM25Searcher(index, k1=k1, b=b)
     if (k1, b) != (BM25_K1, BM25_B):
         raise ArgumentError(f"k1 and b apply to method bm25 only, not {method!r}")
     from .search import Searcher
 
-    return Searcher(ix, method=method)
+    return Searcher(index, method=method)

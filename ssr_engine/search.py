@@ -16,9 +16,9 @@ from typing import Any
 import numba
 import numpy as np
 
-from .errors import SsrError
+from .errors import IndexFormatError, SsrError
 from .extract import Extractor, pack_values
-from .format import Index, open_index, verify_opened
+from .format import Index, verify_index, verify_opened
 from .hashing import hash_mask, hash_spans
 from .kernels import prune
 from .kernels import ssr as kernels
@@ -63,15 +63,46 @@ class Searcher(StoredText):
     """
 
     def __init__(self, index: str | os.PathLike[str] | Index, block: int = kernels.DEFAULT_BLOCK,
-                 method: str = "ssr", verify: bool = False):
+                 method: str = "ssr", verify: bool = False, refresh: bool = False):
         check_method(method, METHODS)
         self.method = method
-        self.index = index if isinstance(index, Index) else open_index(index, verify=verify)
-        if verify and isinstance(index, Index):
-            verify_opened(index)
+        self.block = block
+        # an index directory is read at one commit until reopen() (refresh=True: before every search);
+        # a live one (several segments, or deletions) is answered through live.LiveSearcher
+        self.refresh = refresh
+        self._source = None if isinstance(index, Index) else index
+        self._live = None
+        self._snapshot = None
+        if isinstance(index, Index):
+            if verify:
+                verify_opened(index)
+            self._open(index)
+        else:
+            if verify:
+                problems = verify_index(index)
+                if problems:
+                    raise IndexFormatError("; ".join(problems[:5]) + (
+                        f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
+            self._open_source()
+
+    def _open_source(self, reuse=None) -> None:
+        from .live import LiveSearcher, open_snapshot
+
+        snap = open_snapshot(self._source, reuse=reuse)
+        self._snapshot = snap
+        self.generation: int | None = snap.generation
+        if snap.plain:
+            self._live = None
+            self._open(snap.indexes[0])
+        else:
+            self._live = LiveSearcher(self._source, method=self.method, snapshot=snap)
+            self.index = snap.indexes[0]
+
+    def _open(self, index: Index) -> None:
+        self.index = index
         if self.index.scoring != "ssr":
-            raise SsrError(f"{self.index.path}: a {self.index.scoring!r} index; method {method!r} needs an index "
-                           "built with --scoring ssr")
+            raise SsrError(f"{self.index.path}: a {self.index.scoring!r} index; method {self.method!r} needs an "
+                           "index built with --scoring ssr")
         settings = self.index.settings
         if settings.cap is None:
             raise SsrError(f"{self.index.path}: an SSR index without a signal cap (corrupt manifest)")
@@ -79,14 +110,37 @@ class Searcher(StoredText):
         self.cap = settings.cap
         self.seed = np.uint64(settings.hash.seed)
         self.mask = hash_mask(settings.hash.bits)
-        self.block = block
         # the pruning kernel's per-thread accumulators, kept across calls (one call at a time)
         self._work: tuple[np.ndarray, ...] | None = None
         self._work_lock = threading.Lock()
         self._extractor = Extractor(self.stopwords, self.cap)
 
+    def reopen(self) -> bool:
+        """Move to the index's newest commit (after `ssr add`, `delete`, `compact` or a rebuild).
+
+        Returns True when the commit changed. Segments in both commits stay mapped, not reopened.
+        A Searcher made from an `Index` object has nothing to reopen (False).
+        """
+        if self._source is None:
+            return False
+        from .live import current_generation
+
+        if current_generation(self._source) == self.generation:
+            return False
+        old = self._snapshot
+        self._open_source(reuse=old)
+        if old is not None:
+            old.close()
+        return True
+
+    def _maybe_refresh(self) -> None:
+        if self.refresh:
+            self.reopen()
+
     @property
     def n_docs(self) -> int:
+        if self._live is not None:
+            return self._live.n_docs
         return self.index.n_docs
 
     @property
@@ -139,6 +193,9 @@ class Searcher(StoredText):
         method = self.method if method is None else method
         check_k(k)
         check_method(method, METHODS)
+        self._maybe_refresh()
+        if self._live is not None:
+            return self._live.search_batch(queries, k, threads, method=method)
         queries = list(queries)
         # the inverted kernel is parallel over queries, the scan over documents
         with numba_threads(threads, len(queries) if method != "exhaustive" else None):
@@ -152,6 +209,9 @@ class Searcher(StoredText):
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
         """int64[Q]: documents sharing a signal with each query (score > 0), before the top-k cut."""
+        self._maybe_refresh()
+        if self._live is not None:
+            return self._live.pool_sizes(queries, threads)
         qb = self.query_batch(list(queries))
         with numba_threads(threads), kernel_guard(self.index):
             ix = self.index
@@ -199,6 +259,8 @@ class Searcher(StoredText):
         the weights in list order gives the document's score bit for bit. Empty when the
         document does not match.
         """
+        if self._live is not None:
+            return self._live.explain(query, doc)
         d = internal_doc(doc, self.index.internal_id, self.index.path)
         qb = self.query_batch([query])
         a, b = int(self.index.forward_indptr[d]), int(self.index.forward_indptr[d + 1])

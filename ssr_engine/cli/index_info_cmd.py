@@ -22,7 +22,11 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from ..format import FORMAT_VERSION, open_index
+    from ..live import LiveIndex
 
+    live = LiveIndex(args.index).info()
+    if len(live["segments"]) > 1 or live["deleted"]:
+        return _print_live(args, live)
     index = open_index(args.index)
     m = index.manifest.to_dict()
     files = {name: rec["bytes"] for name, rec in m["files"].items()}
@@ -64,4 +68,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {name:<22} {_human(size):>11}")
     print(f"  {'inverted index':<22} {_human(inverted):>11}  (vocab + postings_indptr + postings_docs)")
     print(f"  {'total':<22} {_human(summary['total_bytes']):>11}")
+    return 0
+
+
+def _print_live(args: argparse.Namespace, info: dict) -> int:
+    """A live index: its segments with live and deleted documents (`ssr compact` merges them)."""
+    import json
+
+    if args.json:
+        print(json.dumps({"path": str(args.index), **info}, indent=2))
+        return 0
+    print(f"index        {args.index}  (live: {len(info['segments'])} segments, generation {info['generation']})")
+    print(f"documents    {info['live']:,} live, {info['deleted']:,} deleted")
+    print(f"  {'segment':<10} {'documents':>12} {'live':>12} {'deleted':>10} {'terms':>12} {'postings':>14}")
+    for s in info["segments"]:
+        print(f"  {s['name']:<10} {s['documents']:>12,} {s['live']:>12,} {s['deleted']:>10,} {s['terms']:>12,} "
+              f"{s['postings']:>14,}")
     return 0

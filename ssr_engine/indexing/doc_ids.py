@@ -92,12 +92,15 @@ class DocIdTable:
 
     def finish(self, out_dir: Path) -> dict[str, Any]:
         """Write doc_ids.parquet and doc_rank.npy; returns the id settings for the manifest."""
-        ids = pa.chunked_array(self.chunks, type=pa.string()).combine_chunks()
-        pq.write_table(pa.table({"id": ids}), out_dir / "doc_ids.parquet")
-        integer = ids_are_integer(ids)
-        rank = rank_ids(ids, integer)
-        save_array(out_dir, "doc_rank", rank)
-        return {"integer": integer, "order": "integer" if integer else "string"}
+        return write_id_files(out_dir, pa.chunked_array(self.chunks, type=pa.string()).combine_chunks())
+
+
+def write_id_files(out_dir: Path, ids: pa.Array) -> dict[str, Any]:
+    """doc_ids.parquet and doc_rank.npy of a segment whose ids (row = doc) are `ids`; the manifest's id settings."""
+    pq.write_table(pa.table({"id": ids}), out_dir / "doc_ids.parquet")
+    integer = ids_are_integer(ids)
+    save_array(out_dir, "doc_rank", rank_ids(ids, integer))
+    return {"integer": integer, "order": "integer" if integer else "string"}
 
 
 def ids_are_integer(ids: pa.Array) -> bool:

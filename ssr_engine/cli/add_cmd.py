@@ -1,0 +1,36 @@
+"""`ssr add --index DIR --collection FILE`: add documents to an index without a rebuild (a new segment)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index", required=True, metavar="DIR", help="the index to add to")
+    p.add_argument("--collection", required=True, metavar="FILE", help="MS MARCO TSV (id<TAB>text) or JSONL")
+    p.add_argument("--format", dest="fmt", choices=("auto", "tsv", "jsonl"), default="auto",
+                   help="collection format (default: by file extension, .jsonl/.json = JSONL)")
+    p.add_argument("--upsert", action="store_true",
+                   help="replace documents whose id is already in the index (without it, that is an error)")
+    p.add_argument("--chunk-docs", type=int, default=100_000, help="documents per in-memory chunk (default 100000)")
+    p.add_argument("--workers", type=int, default=None, help="parallel inversion threads (default: all cores)")
+    p.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of failing")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from ..live import LiveIndex
+
+    report = LiveIndex(args.index, quiet=args.quiet, workers=args.workers, chunk_docs=args.chunk_docs).add(
+        collection=args.collection, fmt=args.fmt, upsert=args.upsert, skip_bad_lines=args.skip_bad_lines)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"added {report['added']} documents to {args.index} as {report['segment']} "
+              f"({report['replaced']} replaced), generation {report['generation']}, {report['seconds']} s",
+              file=sys.stderr)
+    return 0

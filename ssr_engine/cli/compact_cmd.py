@@ -1,0 +1,30 @@
+"""`ssr compact --index DIR`: merge an index's segments into one, dropping deleted documents."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index", required=True, metavar="DIR", help="the index to compact")
+    p.add_argument("--chunk-docs", type=int, default=100_000,
+                   help="documents per in-memory chunk: sets the memory, as for a build (default 100000)")
+    p.add_argument("--workers", type=int, default=None, help="parallel inversion threads (default: all cores)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from ..live import LiveIndex
+
+    report = LiveIndex(args.index, quiet=args.quiet, workers=args.workers, chunk_docs=args.chunk_docs).compact()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"compacted {args.index}: {report['segments_before']} segments -> 1, {report['documents']} documents "
+              f"({report['dropped']} deleted dropped), generation {report['generation']}, {report['seconds']} s",
+              file=sys.stderr)
+    return 0

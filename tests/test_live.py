@@ -1,0 +1,307 @@
+"""Live indexes (`ssr_engine.live`): add, update, delete and compact, ranked exactly as a fresh build of
+the live documents; commits, readers, the writer lock and crashes."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ssr_engine import build_index
+from ssr_engine.cli import main as cli
+from ssr_engine.errors import IndexFormatError, SsrError
+from ssr_engine.generations import IndexWriter, read_commit
+from ssr_engine.live import LiveIndex, LiveSearcher, open_snapshot
+from ssr_engine.retrieval import open_retriever
+from ssr_engine.search import Searcher
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = "alpha beta gamma delta epsilon zeta eta theta".split()
+
+
+def write_tsv(path: Path, docs) -> Path:
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for doc_id, text in docs:
+            f.write(f"{doc_id}\t{text}\n")
+    return path
+
+
+def text(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 6)))
+
+
+QUERIES = [" ".join(WORDS[i:i + n]) for n in (1, 2, 3) for i in range(len(WORDS))] + ["alpha alpha", "", "none"]
+
+
+def assert_same_as_fresh(index: Path, live: dict[str, str], tmp: Path, scoring: str, tag: str) -> None:
+    """Every query, k in (1, 4, all): ids, scores (bits) and matches equal a fresh build's."""
+    method = "ssr" if scoring == "ssr" else "bm25"
+    got_searcher = open_retriever(index, method)
+    if not live:
+        assert all(len(r) == 0 for r in got_searcher.search_batch(QUERIES, None))
+        return
+    fresh = build_index(write_tsv(tmp / f"fresh-{tag}.tsv", sorted(live.items())), tmp / f"fresh-{tag}",
+                        quiet=True, scoring=scoring)
+    want_searcher = open_retriever(fresh, method)
+    assert got_searcher.n_docs == want_searcher.n_docs == len(live)
+    for k in (1, 4, None):
+        got = got_searcher.search_batch(QUERIES, k)
+        want = want_searcher.search_batch(QUERIES, k)
+        for q, a, b in zip(QUERIES, got, want, strict=True):
+            assert a.ids.tolist() == b.ids.tolist(), (q, k)
+            assert a.scores.tobytes() == b.scores.tobytes(), (q, k)
+            assert a.matches.tolist() == b.matches.tolist(), (q, k)
+    if scoring == "ssr":
+        got = Searcher(index, method="exhaustive").search_batch(QUERIES, None)
+        for a, b in zip(got, want_searcher.search_batch(QUERIES, None), strict=True):
+            assert a.ids.tolist() == b.ids.tolist()
+            assert a.scores.tobytes() == b.scores.tobytes()
+
+
+# ids: integers (some equal as numbers, "7" and "007") and a few strings, so deleting or adding the
+# last non-integer id flips the collection's id order
+id_pool = [str(i) for i in range(30)] + ["007", "-2", "x1", "y"]
+op = st.one_of(
+    st.tuples(st.just("add"), st.lists(st.sampled_from(id_pool), min_size=1, max_size=8, unique=True),
+              st.booleans()),
+    st.tuples(st.just("delete"), st.lists(st.sampled_from(id_pool), min_size=1, max_size=6), st.just(False)),
+    st.tuples(st.just("compact"), st.just([]), st.just(False)),
+)
+
+
+@pytest.mark.parametrize("scoring", ["ssr", "bm25"])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(op, min_size=1, max_size=6), seed=st.integers(0, 2**16))
+def test_any_sequence_of_changes_ranks_as_a_fresh_build(tmp_path_factory, scoring, ops, seed):
+    tmp = tmp_path_factory.mktemp("live")
+    rng = random.Random(seed)
+    first = [(i, text(rng)) for i in rng.sample(id_pool, 10)]
+    index = build_index(write_tsv(tmp / "c.tsv", first), tmp / "idx", quiet=True, scoring=scoring)
+    live = dict(first)
+    writer = LiveIndex(index)
+    for n, (kind, ids, upsert) in enumerate(ops):
+        if kind == "add":
+            docs = [(i, text(rng)) for i in ids]
+            clash = [i for i in ids if i in live]
+            if clash and not upsert:
+                before = read_commit(index).generation
+                with pytest.raises(SsrError, match="already in the index"):
+                    writer.add(docs)
+                assert read_commit(index).generation == before  # nothing written
+                continue
+            report = writer.add(docs, upsert=upsert)
+            assert (report["added"], report["replaced"]) == (len(ids), len(clash))
+            live.update(docs)
+        elif kind == "delete":
+            report = writer.delete(ids)
+            unique = list(dict.fromkeys(ids))
+            assert report["deleted"] == sum(i in live for i in unique)
+            assert report["unknown"] == sum(i not in live for i in unique)
+            assert report["repeated"] == len(ids) - len(unique)
+            for i in unique:
+                live.pop(i, None)
+        elif live:
+            writer.compact()
+            assert len(open_snapshot(index).indexes) == 1
+        if n == len(ops) // 2:
+            assert_same_as_fresh(index, live, tmp, scoring, f"mid{n}")
+    assert writer.info()["live"] == len(live)
+    assert_same_as_fresh(index, live, tmp, scoring, "end")
+
+
+def small_index(tmp: Path, n: int = 40, scoring: str = "ssr", seed: int = 0) -> tuple[Path, dict[str, str]]:
+    rng = random.Random(seed)
+    docs = {str(i): text(rng) for i in range(n)}
+    return build_index(write_tsv(tmp / "c.tsv", docs.items()), tmp / "idx", quiet=True, scoring=scoring), docs
+
+
+def test_searcher_keeps_its_commit_until_reopen(tmp_path):
+    index, docs = small_index(tmp_path)
+    searcher = Searcher(index)
+    before = searcher.search_batch(QUERIES, None)
+    LiveIndex(index).add([("100", "alpha beta gamma"), ("101", "alpha")])
+    LiveIndex(index).delete([i for i in docs if int(i) % 3 == 0])
+    after = searcher.search_batch(QUERIES, None)  # the old commit: same answers, old segments still held
+    for a, b in zip(before, after, strict=True):
+        assert a.ids.tolist() == b.ids.tolist() and a.scores.tobytes() == b.scores.tobytes()
+    assert searcher.reopen() is True
+    assert searcher.reopen() is False
+    assert searcher.n_docs == len(docs) + 2 - len([i for i in docs if int(i) % 3 == 0])
+    assert "100" in searcher.search("alpha beta gamma", 3).ids.tolist()
+    refreshing = Searcher(index, refresh=True)
+    LiveIndex(index).delete(["100"])
+    assert "100" not in refreshing.search("alpha beta gamma", 50).ids.tolist()
+
+
+def test_old_segments_leave_only_when_no_commit_and_no_reader_needs_them(tmp_path):
+    index, _ = small_index(tmp_path)
+    LiveIndex(index).add([("100", "alpha beta")])
+    reader = LiveSearcher(index)
+    held = {ref.name for ref in reader.snapshot.commit.segments}
+    LiveIndex(index).compact()
+    assert held <= {p.name for p in index.iterdir()}  # held by the reader: kept
+    assert len(reader.search("alpha beta", None)) > 0
+    reader.close()
+    LiveIndex(index).add([("101", "beta")])  # the next writer removes what nobody references
+    names = {p.name for p in index.iterdir()}
+    assert not held & names
+    assert {ref.name for ref in read_commit(index).segments} <= names
+
+
+def test_one_writer_at_a_time(tmp_path):
+    index, _ = small_index(tmp_path)
+    with IndexWriter(index, append=True):
+        with pytest.raises(SsrError, match="another process is writing"):
+            LiveIndex(index).add([("100", "alpha")])
+        with pytest.raises(SsrError, match="another process is writing"):
+            LiveIndex(index).delete(["1"])
+    assert LiveIndex(index).add([("100", "alpha")])["added"] == 1
+
+
+def test_corrupt_deletion_file_is_an_error(tmp_path):
+    index, _ = small_index(tmp_path)
+    LiveIndex(index).delete(["1", "2"])
+    ref = read_commit(index).segments[0]
+    path = index / ref.name / ref.deletes
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(IndexFormatError, match="checksum"):
+        Searcher(index)
+    assert cli(["search", "--index", str(index), "alpha"]) == 2
+    problems = __import__("ssr_engine").verify_index(index)
+    assert any(ref.deletes in p for p in problems)
+
+
+def test_deleting_every_document_leaves_an_empty_openable_index(tmp_path):
+    index, docs = small_index(tmp_path, n=5)
+    LiveIndex(index).add([("9", "alpha")])
+    report = LiveIndex(index).delete(list(docs) + ["9"])
+    assert report["deleted"] == 6
+    searcher = Searcher(index)
+    assert searcher.n_docs == 0 and len(searcher.search("alpha", None)) == 0
+    with pytest.raises(SsrError, match="every document is deleted"):
+        LiveIndex(index).compact()
+    LiveIndex(index).add([("10", "alpha beta")])
+    assert Searcher(index).search("alpha", 5).ids.tolist() == ["10"]
+
+
+def test_documents_as_dicts_and_cards(tmp_path):
+    index, _ = small_index(tmp_path)
+    LiveIndex(index).add([{"id": "a", "text": "theta eta"}, {"id": "b", "fields": ["theta", "eta zeta"]}])
+    assert set(Searcher(index).search("theta eta", 10).ids.tolist()) >= {"a", "b"}
+    with pytest.raises(SsrError, match="expected \\(id, text\\) or a dict"):
+        LiveIndex(index).add(["just a string"])
+
+
+def test_cli_add_delete_compact_index_info(tmp_path, capsys):
+    index, docs = small_index(tmp_path)
+    more = write_tsv(tmp_path / "more.tsv", [("100", "alpha beta"), ("3", "gamma")])
+    assert cli(["add", "--index", str(index), "--collection", str(more), "--quiet"]) == 2
+    assert "already in the index; use --upsert" in capsys.readouterr().err
+    assert read_commit(index).generation == 1
+    assert cli(["add", "--index", str(index), "--collection", str(more), "--quiet", "--upsert"]) == 0
+    ids = tmp_path / "ids.txt"
+    ids.write_text("4\n5\nnope\n4\n\n", encoding="utf-8")
+    assert cli(["delete", "--index", str(index), "--ids", str(ids)]) == 0
+    err = capsys.readouterr().err
+    assert "deleted 2 documents" in err and "1 ids not in the index" in err and "'nope'" in err
+    assert "1 ids repeated" in err
+    assert cli(["index-info", str(index), "--json"]) == 0
+    info = __import__("json").loads(capsys.readouterr().out)
+    assert [(s["documents"], s["live"], s["deleted"]) for s in info["segments"]] == [(40, 37, 3), (2, 2, 0)]
+    assert cli(["index-info", str(index)]) == 0
+    assert "seg-2" in capsys.readouterr().out
+    assert cli(["compact", "--index", str(index), "--quiet"]) == 0
+    assert len(read_commit(index).segments) == 1
+    assert cli(["verify", str(index)]) == 0
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"1\n\xff\n")
+    assert cli(["delete", "--index", str(index), "--ids", str(bad)]) == 2
+    assert f"{bad}:2" in capsys.readouterr().err
+    assert cli(["add", "--index", str(tmp_path / "nothing"), "--collection", str(more)]) == 2
+
+
+def test_settings_of_the_index_apply_to_added_documents(tmp_path):
+    stop = tmp_path / "stop.txt"
+    stop.write_text("alpha\n", encoding="utf-8")
+    index = build_index(write_tsv(tmp_path / "c.tsv", [("1", "beta gamma")]), tmp_path / "idx", quiet=True,
+                        stopwords=stop, cap=2)
+    LiveIndex(index).add([("2", "alpha beta gamma delta")])
+    fresh = build_index(write_tsv(tmp_path / "f.tsv", [("1", "beta gamma"), ("2", "alpha beta gamma delta")]),
+                        tmp_path / "fresh", quiet=True, stopwords=stop, cap=2)
+    for q in ("alpha", "beta gamma", "gamma delta", "delta"):
+        a, b = Searcher(index).search(q, None), Searcher(fresh).search(q, None)
+        assert a.ids.tolist() == b.ids.tolist() and a.scores.tobytes() == b.scores.tobytes()
+
+
+_CRASH = """
+import sys
+from ssr_engine.live import LiveIndex
+op = sys.argv[2]
+w = LiveIndex(sys.argv[1], chunk_docs=50)
+print("ready", flush=True)
+if op == "add":
+    w.add(collection=sys.argv[3])
+elif op == "delete":
+    w.delete([str(i) for i in range(0, 4000, 3)])
+else:
+    w.compact()
+"""
+
+
+@pytest.mark.parametrize("operation", ["add", "delete", "compact"])
+def test_kill_during_a_change_leaves_the_previous_commit(tmp_path, operation):
+    rng = random.Random(operation)
+    docs = [(str(i), text(rng)) for i in range(4000)]
+    index = build_index(write_tsv(tmp_path / "c.tsv", docs[:2000]), tmp_path / "idx", quiet=True)
+    LiveIndex(index).add(docs[2000:2500])
+    LiveIndex(index).delete(["1", "2"])
+    before = {r.name: r.documents for r in read_commit(index).segments}
+    want = [r.ids.tolist() for r in Searcher(index).search_batch(QUERIES, 20)]
+    more = write_tsv(tmp_path / "more.tsv", docs[2500:])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    outcomes = set()
+    for delay in (0.05, 0.3, 0.8, 1.5):
+        proc = subprocess.Popen([sys.executable, "-c", _CRASH, str(index), operation, str(more)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        proc.stdout.readline()  # imports done
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        commit = read_commit(index)
+        now = {r.name: r.documents for r in commit.segments}
+        if now == before:
+            outcomes.add("old")
+            got = [r.ids.tolist() for r in Searcher(index).search_batch(QUERIES, 20)]
+            assert got == want
+        else:
+            outcomes.add("new")  # the change committed before the kill: a complete new generation
+            Searcher(index).search_batch(QUERIES, 20)
+            break
+    # the next writer cleans what the dead one left, and works
+    LiveIndex(index).add([("9999", "alpha")])
+    leftovers = [p.name for p in index.iterdir() if p.name.startswith((".staging", ".trash"))]
+    assert leftovers == []
+    assert outcomes
+
+
+def test_ids_found_by_hash_are_checked_by_string(tmp_path):
+    import ssr_engine.live as live
+
+    index, _ = small_index(tmp_path)
+    table = live.ensure_id_table(index / read_commit(index).segments[0].name, open_snapshot(index).indexes[0])
+    encoded = [b"5", b"nope"]
+    hashes = np.array([int(table.hash[np.flatnonzero(np.asarray(table.doc) == 5)[0]]), int(table.hash[0])],
+                      dtype=np.uint64)
+    assert table.lookup(hashes, encoded).tolist() == [5, -1]
