@@ -29,6 +29,8 @@ __all__ = [
     "signals_many",
     "build_index",
     "open_index",
+    "LiveIndex",
+    "Index",
     "verify_index",
 ]
 
@@ -42,6 +44,8 @@ _LAZY = {
     "signals_many": ("signals", "signals_many"),
     "build_index": ("indexing", "build_index"),
     "open_index": ("format", "open_index"),
+    "LiveIndex": ("live", "LiveIndex"),
+    "Index": ("live", "LiveIndex"),
     "verify_index": ("format", "verify_index"),
 }
 

@@ -9,11 +9,13 @@ avgdl (BM25), so a collection split into parts answers exactly as one index over
   live tokens / live documents. Weights come from `scoring.signal_weight` / `bm25.lucene_idf` on those
   integers, so they are the floats a fresh build computes.
 - each part is searched by the ordinary kernels with those weights (per query in ascending weight:
-  the canonical summation) and returns its exact local top-k; deleted documents are dropped after
-  the kernel, which is asked for k + (deleted documents of the part) so that none is missed;
-- `kernels.merge.merge_ranked` merges the parts' lists under (score desc, matches desc, id asc),
-  ids compared as the collection's order demands (integers only when every live id is one), never
-  by part.
+  the canonical summation) and returns its exact local top-k of live documents: the inverted
+  kernel takes the live mask; the exhaustive scan and BM25 are asked for k + (deleted documents
+  of the part) and the deleted ones dropped after, so none is missed;
+- `kernels.merge` merges the parts' lists under (score desc, matches desc, id asc): first on
+  (score, matches) alone, keeping the best k and every row tying with the k-th; then only those
+  rows' ids are read and the ties ordered by id, compared as the collection's order demands
+  (integers only when every live id is one), never by part.
 
 Inside a part, ties are broken by a rank array in the collection's id order (`Part.rank`): the
 part's own `doc_rank` when its order is the collection's, else one computed at open.
@@ -36,14 +38,16 @@ from .extract import Extractor, pack_values
 from .format import Index
 from .hashing import hash_mask, hash_spans
 from .kernels import ssr as kernels
-from .kernels.merge import merge_ranked
+from .kernels.merge import merge_ranked, order_candidates, select_candidates
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
 from .scoring import signal_weight
 from .search import lookup_terms
 from .stopwords import StopwordList
 
-# queries per round: each round holds every part's top-k of every query (ids included) in memory
-_ROUND = 128
+# queries per round: a round holds every part's top k of every query (20 bytes a row)
+_ROUND_ROWS = 1 << 22
+_ROUND_MIN = 32
+_ROUND_MAX = 1024
 _ROUND_ALL = 16
 
 
@@ -157,6 +161,11 @@ class PartsSearcher:
         self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
         self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
         self.ranks = [part_rank(p.index, self.integer) for p in self.parts]
+        self.live = [None if p.deleted is None else ~p.deleted for p in self.parts]
+        self._hash_keys = []
+        for p in self.parts:
+            h = _settings(p.index)["hash"]
+            self._hash_keys.append((int(h["seed"]), int(h.get("bits", 64))))
         if self.scoring == "ssr":
             self._extractor = Extractor(self.stopwords, self.cap)
         else:
@@ -194,9 +203,7 @@ class PartsSearcher:
         hashes: dict[tuple[int, int], np.ndarray] = {}
         df = np.zeros(n_sig, dtype=np.int64)
         found = []
-        for p in self.parts:
-            h = _settings(p.index)["hash"]
-            key = (int(h["seed"]), int(h.get("bits", 64)))
+        for p, key in zip(self.parts, self._hash_keys, strict=True):
             if key not in hashes:
                 hashes[key] = hash_spans(batch.data, batch.offsets, np.uint64(key[0]), hash_mask(key[1]))
             terms = lookup_terms(p.index, batch.data, batch.offsets, hashes[key])
@@ -231,7 +238,8 @@ class PartsSearcher:
         check_k(k)
         queries = list(queries)
         out: list[SearchResult] = []
-        step = _ROUND if k is not None else _ROUND_ALL
+        # each round holds every part's top k of every query: bound it by _ROUND_ROWS rows
+        step = _ROUND_ALL if k is None else max(_ROUND_MIN, min(_ROUND_MAX, _ROUND_ROWS // (k * len(self.parts))))
         with numba_threads(threads, len(queries)):
             for start in range(0, len(queries), step):
                 chunk = queries[start : start + step]
@@ -249,16 +257,16 @@ class PartsSearcher:
         _, _, per_part = self.query_terms(queries)
         results = []
         for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):
-            kk = None if k is None else k + p.n_deleted
             ix = p.index
-            if method == "ssr":
-                res = kernels.search_batch(ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs,
-                                           offsets, terms, weights, kk, block=self.block)
-            else:
+            if method == "ssr":  # the inverted kernel skips deleted documents itself
+                results.append(kernels.search_batch(ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs,
+                                                    offsets, terms, weights, k, block=self.block, live=self.live[i]))
+            else:  # the scan (the independent check) is asked for k + deleted and filtered after
+                kk = None if k is None else k + p.n_deleted
                 res = kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, self.ranks[i], ix.n_terms,
                                                offsets, terms, weights, kk)
-            off, docs, scores, matches = res
-            results.append(_drop_deleted(p, off, docs, scores, matches, k))
+                off, docs, scores, matches = res
+                results.append(_drop_deleted(p, off, docs, scores, matches, k))
         return self._merge(results, len(queries), k)
 
     # ------------------------------------------------------------------------------ BM25
@@ -314,21 +322,28 @@ class PartsSearcher:
         scores = np.empty(total, dtype=np.float64)
         matches = np.empty(total, dtype=np.int32)
         docs = np.empty(total, dtype=np.int64)
-        id_parts = []
-        dests = []
+        part = np.empty(total, dtype=np.int64)
         for s, (offsets, d, sc, m) in enumerate(results):
             query_of = np.repeat(np.arange(nq, dtype=np.int64), np.diff(offsets))
             dest = table[query_of, s] + (np.arange(d.shape[0], dtype=np.int64) - offsets[query_of])
-            scores[dest], matches[dest], docs[dest] = sc, m, d + self.bases[s]
-            id_parts.append(self.parts[s].index.ids_of(d))
-            dests.append(dest)
-        width = max([a.dtype.itemsize // 4 for a in id_parts] + [1])
-        ids = np.empty(total, dtype=f"<U{width}")
-        for dest, a in zip(dests, id_parts, strict=True):
-            ids[dest] = a
-        codes = ids.view(np.uint32).reshape(total, width)
-        out_offsets, rows = merge_ranked(table, scores, matches, codes, 0 if k is None else k, self.integer)
-        ids, scores, matches, docs = ids[rows], scores[rows], matches[rows], docs[rows]
+            scores[dest], matches[dest], docs[dest], part[dest] = sc, m, d, s
+        # ids only for the rows that can still be in a top k (the best k on score and matches, and
+        # whatever ties with the k-th): most of the parts' candidates never need theirs
+        sel, rows = select_candidates(table, scores, matches, 0 if k is None else k)
+        scores, matches, docs, part = scores[rows], matches[rows], docs[rows], part[rows]
+        id_parts = []
+        for s in range(n_parts):
+            where = np.flatnonzero(part == s)
+            id_parts.append((where, self.parts[s].index.ids_of(docs[where])))
+        width = max([a.dtype.itemsize // 4 for _, a in id_parts] + [1])
+        ids = np.empty(rows.shape[0], dtype=f"<U{width}")
+        for where, a in id_parts:
+            ids[where] = a
+        codes = ids.view(np.uint32).reshape(rows.shape[0], width)
+        out_offsets, pos = order_candidates(sel, scores, matches, codes, 0 if k is None else k,
+                                            integer=self.integer)
+        ids, scores, matches = ids[pos], scores[pos], matches[pos]
+        docs = docs[pos] + self.bases[part[pos]]
         return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
                 for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]
 
@@ -384,6 +399,47 @@ class PartsSearcher:
                 tf = float(ix.postings_tf[pos])
                 shares.append((token, n * lucene_idf(self.n_live, df) * (tf / (norm + tf))))
         return sorted(shares, key=lambda p: (p[1], p[0]))
+
+
+def merge_results(results, id_arrays, nq: int, k: int | None,
+                  integer: bool) -> list[SearchResult]:
+    """The collection's top-k of every query from the parts' own ranked lists (`kernels.merge`).
+
+    results: per part (offsets int64[Q + 1], docs int64 in collection numbering, scores float64,
+    matches int32), each query's rows in rank order; id_arrays: per part, the external ids of
+    those rows (str arrays); integer: the collection's id order (see `live_ids_are_integers`).
+    Shards (`distributed`) and segments merge through here.
+    """
+    if len(results) == 1:
+        offsets, docs, scores, matches = results[0]
+        ids = id_arrays[0]
+        return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
+                for a, z in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+    n_parts = len(results)
+    sizes = np.stack([np.diff(r[0]) for r in results], axis=1)  # [Q, S]
+    table = np.zeros((nq, n_parts + 1), dtype=np.int64)
+    np.cumsum(sizes, axis=1, out=table[:, 1:])
+    starts = np.concatenate([[0], np.cumsum(table[:, -1])[:-1]]).astype(np.int64)
+    table += starts[:, None]
+    total = int(table[-1, -1]) if nq else 0
+    scores = np.empty(total, dtype=np.float64)
+    matches = np.empty(total, dtype=np.int32)
+    docs = np.empty(total, dtype=np.int64)
+    dests = []
+    for s, (offsets, d, sc, m) in enumerate(results):
+        query_of = np.repeat(np.arange(nq, dtype=np.int64), np.diff(offsets))
+        dest = table[query_of, s] + (np.arange(d.shape[0], dtype=np.int64) - offsets[query_of])
+        scores[dest], matches[dest], docs[dest] = sc, m, d
+        dests.append(dest)
+    width = max([a.dtype.itemsize // 4 for a in id_arrays] + [1])
+    ids = np.empty(total, dtype=f"<U{width}")
+    for dest, a in zip(dests, id_arrays, strict=True):
+        ids[dest] = a
+    codes = ids.view(np.uint32).reshape(total, width)
+    out_offsets, rows = merge_ranked(table, scores, matches, codes, 0 if k is None else k, integer)
+    ids, scores, matches, docs = ids[rows], scores[rows], matches[rows], docs[rows]
+    return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
+            for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]
 
 
 def _drop_deleted(part: Part, offsets, docs, scores, matches, k: int | None):

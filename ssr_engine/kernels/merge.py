@@ -2,7 +2,7 @@
 
 A part (a segment of a live index, a shard) is searched on its own with the collection's global
 weights and returns, per query, its exact local top-k in rank order. The global top-k is then a
-k-way merge of those lists under the full order of DESIGN.md section 2:
+merge of those lists under the full order of DESIGN.md section 2:
 
     score desc, then matched signals desc (BM25: distinct query terms), then external id asc
 
@@ -10,6 +10,11 @@ where ids compare as integers when every live id of the collection is a base-10 
 integers, "7" and "007", by their strings) and as strings (code point order) otherwise. Ids arrive
 as UCS-4 code units, zero-padded rows of uint32[n, w] (a NumPy `<U{w}` array viewed as uint32),
 so both orders are decided on the code units themselves: no Python str per candidate.
+
+`merge_ranked` merges rows whose ids are all at hand (shards send theirs). When reading ids costs
+(segments of one process), two steps read them only where they decide: `select_candidates` merges on (score,
+matches) alone and keeps the best k plus every row tying with the k-th; the caller gathers those
+rows' ids; `order_candidates` sorts each run of (score, matches) ties by id and cuts to k.
 
 An id containing U+0000 is not supported (NumPy str arrays cannot hold a trailing one either).
 """
@@ -69,6 +74,130 @@ def id_compare(codes, i, j, integer):
     if li != lj:
         return -1 if li < lj else 1
     return 0
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _score_before(r1, r2, scores, matches):
+    """True when row r1 ranks strictly before row r2 on (score, matches) alone."""
+    if scores[r1] != scores[r2]:
+        return scores[r1] > scores[r2]
+    return matches[r1] > matches[r2]
+
+
+@nb.njit(cache=True, parallel=True)
+def _select(offsets, scores, matches, k, counts, out_offsets, out_rows, count_only):
+    nq = offsets.shape[0]
+    n_parts = offsets.shape[1] - 1
+    for q in nb.prange(nq):
+        heads = offsets[q, :n_parts].copy()
+        n = 0
+        last = -1
+        while True:
+            best = -1
+            for s in range(n_parts):
+                if heads[s] < offsets[q, s + 1]:
+                    if best < 0 or _score_before(heads[s], heads[best], scores, matches):
+                        best = s
+            if best < 0:
+                break
+            r = heads[best]
+            # past k, only rows that tie with the k-th on (score, matches) may still enter the top k
+            if k > 0 and n >= k and _score_before(last, r, scores, matches):
+                break
+            if not count_only:
+                out_rows[out_offsets[q] + n] = r
+            last = r
+            n += 1
+            heads[best] += 1
+        counts[q] = n
+
+
+def select_candidates(offsets, scores, matches, k):
+    """The rows that can be in each query's top k: the best k by (score, matches) and every row tying
+    with the k-th on both (their ids decide). Rows come out in (score, matches) order, ties in part
+    order (each part's rows keep their own, id, order).
+
+    offsets int64[Q, S + 1] as in `merge_ranked`. Returns (sel_offsets int64[Q + 1], rows int64).
+    """
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    scores = np.asarray(scores, dtype=np.float64)
+    matches = np.asarray(matches, dtype=np.int32)
+    nq = offsets.shape[0]
+    counts = np.zeros(nq, dtype=np.int64)
+    sel = np.zeros(nq + 1, dtype=np.int64)
+    _select(offsets, scores, matches, np.int64(k), counts, sel, np.zeros(0, dtype=np.int64), True)
+    np.cumsum(counts, out=sel[1:])
+    rows = np.empty(int(sel[-1]), dtype=np.int64)
+    _select(offsets, scores, matches, np.int64(k), counts, sel, rows, False)
+    return sel, rows
+
+
+@nb.njit(cache=True, nogil=True)
+def _sort_group(idx, tmp, lo, hi, codes, integer):
+    """Stable merge sort of idx[lo:hi] by id (bottom-up)."""
+    width = 1
+    n = hi - lo
+    while width < n:
+        for a in range(lo, hi, 2 * width):
+            m = min(a + width, hi)
+            z = min(a + 2 * width, hi)
+            i, j, o = a, m, a
+            while i < m and j < z:
+                if id_compare(codes, idx[j], idx[i], integer) < 0:
+                    tmp[o] = idx[j]
+                    j += 1
+                else:
+                    tmp[o] = idx[i]
+                    i += 1
+                o += 1
+            while i < m:
+                tmp[o] = idx[i]
+                i += 1
+                o += 1
+            while j < z:
+                tmp[o] = idx[j]
+                j += 1
+                o += 1
+        for a in range(lo, hi):
+            idx[a] = tmp[a]
+        width *= 2
+
+
+@nb.njit(cache=True, parallel=True)
+def _order(sel, scores, matches, codes, k, integer, idx, tmp):
+    nq = sel.shape[0] - 1
+    for q in nb.prange(nq):
+        a, z = sel[q], sel[q + 1]
+        for i in range(a, z):
+            idx[i] = i
+        g = a
+        while g < z:
+            e = g + 1
+            while e < z and not _score_before(g, e, scores, matches):
+                e += 1  # rows g..e-1 tie on (score, matches)
+            if e - g > 1:
+                _sort_group(idx, tmp, g, e, codes, integer)
+            g = e
+
+
+def order_candidates(sel, scores, matches, codes, k, integer=False):
+    """Put each query's candidates (from `select_candidates`, given as aligned arrays) in full order
+    and cut to k. codes uint32[n, w]: ids as zero-padded UCS-4.
+    Returns (out_offsets int64[Q + 1], positions int64 into the candidate arrays)."""
+    n = scores.shape[0]
+    idx = np.empty(n, dtype=np.int64)
+    tmp = np.empty(n, dtype=np.int64)
+    if codes.ndim != 2 or codes.shape[1] == 0:
+        codes = np.zeros((max(n, 1), 1), dtype=np.uint32)
+    _order(np.asarray(sel, dtype=np.int64), np.asarray(scores, dtype=np.float64), np.asarray(matches, dtype=np.int32),
+           np.ascontiguousarray(codes, dtype=np.uint32), np.int64(k), bool(integer), idx, tmp)
+    counts = np.diff(sel)
+    if k > 0:
+        counts = np.minimum(counts, k)
+    out = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    keep = np.repeat(sel[:-1], counts) + (np.arange(int(out[-1]), dtype=np.int64) - np.repeat(out[:-1], counts))
+    return out, idx[keep]
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

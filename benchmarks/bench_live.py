@@ -1,0 +1,194 @@
+"""Live indexes at scale: exactness and speed of add / delete / compact (issue 14).
+
+    exact  --collection C --queries Q --work DIR [--parts 10] [--delete 0.05] [-k 1000]
+        Build C as `parts` segments (one build, then parts - 1 `LiveIndex.add`s), deleting a fraction
+        of the live ids after each add; build the live documents fresh; compare every query's top k
+        (ids, score bits, matches). Then q/s of the live index, of it compacted, and of the fresh build.
+    big    --collection C --work DIR [--docs 1000] [--rounds 3]
+        On the whole collection (8.8M): time a fresh build, then `rounds` times: add `docs` new
+        documents until a reopened Searcher sees them, and delete `docs` ids; then compaction.
+
+Run under `flock /tmp/ssr-bench.lock`. Prints JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ssr_engine import build_index  # noqa: E402
+from ssr_engine.eval.trec import read_queries  # noqa: E402
+from ssr_engine.live import LiveIndex  # noqa: E402
+from ssr_engine.search import Searcher  # noqa: E402
+
+
+def emit(**record) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def split(collection: Path, work: Path, parts: int) -> list[Path]:
+    with open(collection, "rb") as f:
+        n = sum(1 for _ in f)
+    size = -(-n // parts)
+    paths = [work / f"part{i:02d}.tsv" for i in range(parts)]
+    with open(collection, "rb") as f:
+        for p in paths:
+            with open(p, "wb") as out:
+                for _ in range(size):
+                    line = f.readline()
+                    if not line:
+                        break
+                    out.write(line)
+    return paths
+
+
+def ids_of(path: Path) -> list[str]:
+    with open(path, "rb") as f:
+        return [line.split(b"\t", 1)[0].decode() for line in f]
+
+
+def qps(searcher: Searcher, queries: list[str], k: int, threads: int) -> float:
+    searcher.search_batch(queries[:256], k, threads=threads)  # warm
+    t = time.perf_counter()
+    searcher.search_batch(queries, k, threads=threads)
+    return len(queries) / (time.perf_counter() - t)
+
+
+def exact(args: argparse.Namespace) -> None:
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    rng = random.Random(args.seed)
+    paths = split(Path(args.collection), work, args.parts)
+    index = work / "live"
+    t = time.perf_counter()
+    build_index(paths[0], index, quiet=True)
+    emit(step="build part 0", seconds=round(time.perf_counter() - t, 2))
+    live: list[str] = ids_of(paths[0])
+    deleted: set[str] = set()
+    writer = LiveIndex(index)
+    for i, p in enumerate(paths[1:], 1):
+        r = writer.add(collection=p)
+        live += ids_of(p)
+        emit(step=f"add part {i}", docs=r["added"], seconds=r["seconds"])
+        if args.delete:
+            alive = [x for x in live if x not in deleted]
+            gone = rng.sample(alive, int(args.delete * len(ids_of(p))))
+            r = writer.delete(gone)
+            deleted.update(gone)
+            emit(step=f"delete after part {i}", deleted=r["deleted"], unknown=r["unknown"], seconds=r["seconds"])
+    emit(step="live", **{k: v for k, v in writer.info().items() if k != "segments"},
+         segments=len(writer.info()["segments"]))
+    fresh_tsv = work / "fresh.tsv"
+    with open(args.collection, "rb") as f, open(fresh_tsv, "wb") as out:
+        for line in f:
+            if line.split(b"\t", 1)[0].decode() not in deleted:
+                out.write(line)
+    t = time.perf_counter()
+    fresh = build_index(fresh_tsv, work / "fresh", quiet=True)
+    emit(step="fresh build of the live documents", seconds=round(time.perf_counter() - t, 2))
+    queries = list(read_queries(args.queries).values())
+    a, b = Searcher(index), Searcher(fresh)
+    same = differ = 0
+    for start in range(0, len(queries), 1024):
+        chunk = queries[start : start + 1024]
+        for x, y in zip(a.search_batch(chunk, args.k), b.search_batch(chunk, args.k), strict=True):
+            ok = (x.ids.tolist() == y.ids.tolist() and x.scores.tobytes() == y.scores.tobytes()
+                  and x.matches.tolist() == y.matches.tolist())
+            same += ok
+            differ += not ok
+    emit(step="compare", queries=len(queries), k=args.k, identical=same, different=differ)
+    emit(step="qps live", segments=args.parts, qps=round(qps(a, queries, args.k, args.threads), 1))
+    t = time.perf_counter()
+    r = writer.compact()
+    emit(step="compact", seconds=round(time.perf_counter() - t, 2), documents=r["documents"], dropped=r["dropped"])
+    a.reopen()
+    emit(step="qps compacted", qps=round(qps(a, queries, args.k, args.threads), 1))
+    emit(step="qps fresh", qps=round(qps(b, queries, args.k, args.threads), 1))
+    x_all = a.search_batch(queries[:500], args.k)
+    y_all = b.search_batch(queries[:500], args.k)
+    emit(step="compacted vs fresh", identical=sum(x.ids.tolist() == y.ids.tolist() and
+                                                  x.scores.tobytes() == y.scores.tobytes()
+                                                  for x, y in zip(x_all, y_all, strict=True)), of=500)
+
+
+def big(args: argparse.Namespace) -> None:
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    index = work / "idx"
+    rng = np.random.default_rng(args.seed)
+    if not index.exists():
+        t = time.perf_counter()
+        build_index(args.collection, index, quiet=True)
+        emit(step="fresh build", seconds=round(time.perf_counter() - t, 2))
+    searcher = Searcher(index)
+    emit(step="open", docs=searcher.n_docs)
+    with open(args.collection, "rb") as f:
+        sample = [f.readline().split(b"\t", 1)[1].decode().strip() for _ in range(20_000)]
+    writer = LiveIndex(index)
+    t = time.perf_counter()
+    r = writer.delete(["no-such-id"])  # the base segment's id table is made on the first change
+    emit(step="first change (id table of the base segment)", seconds=round(time.perf_counter() - t, 2))
+    n = searcher.n_docs
+    next_id = 10**8
+    for round_ in range(args.rounds):
+        docs = [(str(next_id + i), sample[int(j)]) for i, j in enumerate(rng.integers(0, len(sample), args.docs))]
+        next_id += args.docs
+        t = time.perf_counter()
+        r = writer.add(docs)
+        added = time.perf_counter() - t
+        searcher.reopen()
+        visible = time.perf_counter() - t
+        hit = searcher.search(docs[0][1], 10_000)
+        assert docs[0][0] in hit.ids.tolist(), "added document not found"
+        emit(step="add", round=round_, docs=args.docs, add_seconds=round(added, 3),
+             visible_seconds=round(visible, 3), live=searcher.n_docs)
+        victims = [str(x) for x in rng.choice(n, args.docs, replace=False)]
+        t = time.perf_counter()
+        r = writer.delete(victims)
+        deleted = time.perf_counter() - t
+        searcher.reopen()
+        emit(step="delete", round=round_, deleted=r["deleted"], unknown=r["unknown"], seconds=round(deleted, 3),
+             visible_seconds=round(time.perf_counter() - t, 3), live=searcher.n_docs)
+    if args.compact:
+        t = time.perf_counter()
+        r = writer.compact()
+        emit(step="compact", seconds=round(time.perf_counter() - t, 2), documents=r["documents"],
+             dropped=r["dropped"], segments_before=r["segments_before"])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("exact")
+    e.add_argument("--collection", required=True)
+    e.add_argument("--queries", required=True)
+    e.add_argument("--work", required=True)
+    e.add_argument("--parts", type=int, default=10)
+    e.add_argument("--delete", type=float, default=0.05)
+    e.add_argument("-k", type=int, default=1000)
+    e.add_argument("--threads", type=int, default=2)
+    e.add_argument("--seed", type=int, default=0)
+    b = sub.add_parser("big")
+    b.add_argument("--collection", required=True)
+    b.add_argument("--work", required=True)
+    b.add_argument("--docs", type=int, default=1000)
+    b.add_argument("--rounds", type=int, default=3)
+    b.add_argument("--compact", action="store_true")
+    b.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    exact(args) if args.cmd == "exact" else big(args)
+
+
+if __name__ == "__main__":
+    main()
