@@ -448,11 +448,14 @@ class LiveIndex:
     # ----------------------------------------------------------------------- add
 
     def add(self, docs: Iterable[Any] | None = None, *, collection: str | os.PathLike[str] | None = None,
-            fmt: str = "auto", upsert: bool = False, skip_bad_lines: bool = False) -> dict[str, Any]:
+            fmt: str = "auto", upsert: bool = False, skip_bad_lines: bool = False,
+            extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None) -> dict[str, Any]:
         """Add documents: `docs` ((id, text) pairs or dicts) or a `collection` file (TSV or JSONL).
 
         An id that is live in the index is an error (nothing is written) unless `upsert`, which
-        deletes the old document in the same commit. Returns {"added", "replaced", "segment", "generation"}.
+        deletes the old document in the same commit. `extra_files` (name -> (path, format id)) are
+        moved into the new segment and registered in its manifest, as `build_index` does (an agent
+        registry's card store for the added cards). Returns {"added", "replaced", "segment", "generation"}.
         """
         if (docs is None) == (collection is None):
             raise SsrError("add: give documents or a collection file (one of them)")
@@ -469,7 +472,8 @@ class LiveIndex:
                 snap = open_snapshot(self.root)
                 try:
                     staged, manifest = _build_segment(writer, snap.indexes[0].manifest, source, fmt,
-                                                      skip_bad_lines, self.chunk_docs, self.workers, self.quiet)
+                                                      skip_bad_lines, self.chunk_docs, self.workers, self.quiet,
+                                                      extra_files)
                     new = open_segment(staged)
                     new_ids = new.doc_id_array()
                     encoded = [i.encode("utf-8", "surrogatepass") for i in new_ids.to_pylist()]
@@ -645,16 +649,18 @@ def _clean_deletions(root: Path, commit: Commit) -> None:
 
 
 def _derived_manifest(base: Manifest, counts: dict[str, int], ids: dict[str, Any], source: dict[str, Any],
-                      seed: int, seeds_tried: list[dict[str, Any]], build: dict[str, Any]) -> Manifest:
+                      seed: int, seeds_tried: list[dict[str, Any]], build: dict[str, Any],
+                      extra_files: dict[str, str] | None = None) -> Manifest:
     """A new segment's manifest: the base segment's signal settings, its own counts and history."""
     h = base.signals.hash
     signals = replace(base.signals, hash=replace(h, seed=seed, collisions=tuple(seeds_tried)))
     return Manifest(scoring=base.scoring, counts=Counts(**counts), signals=signals, ids=ids, input=source,
-                    build=build)
+                    build=build, extra_files=dict(extra_files or {}))
 
 
 def _build_segment(writer: IndexWriter, base: Manifest, source: Path, fmt: str, skip_bad_lines: bool,
-                   chunk_docs: int, workers: int, quiet: bool) -> tuple[Path, Manifest]:
+                   chunk_docs: int, workers: int, quiet: bool,
+                   extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None) -> tuple[Path, Manifest]:
     """Build a staged segment of `source` with the base segment's settings (as `build_index` does)."""
     from . import __version__
     from .format import write_manifest
@@ -686,10 +692,12 @@ def _build_segment(writer: IndexWriter, base: Manifest, source: Path, fmt: str, 
     import pyarrow.parquet as pq
 
     write_id_table(tmp, pq.read_table(tmp / "doc_ids.parquet", columns=["id"]).column("id").combine_chunks())
+    for name, (path, _) in (extra_files or {}).items():
+        shutil.move(os.fspath(path), os.fspath(tmp / name))
     manifest = _derived_manifest(base, stats["counts"], stats["ids"], stats["input"], seed, seeds_tried, {
         "ssr_engine_version": __version__, "operation": "add", "chunk_docs": chunk_docs, "workers": workers,
         "runs": stats["runs"], "seconds": round(time.time() - started, 3),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, {name: kind for name, (_, kind) in (extra_files or {}).items()})
     write_manifest(tmp, manifest)
     return tmp, manifest
 

@@ -305,3 +305,16 @@ def test_ids_found_by_hash_are_checked_by_string(tmp_path):
     hashes = np.array([int(table.hash[np.flatnonzero(np.asarray(table.doc) == 5)[0]]), int(table.hash[0])],
                       dtype=np.uint64)
     assert table.lookup(hashes, encoded).tolist() == [5, -1]
+
+
+def test_extra_files_travel_with_the_added_segment(tmp_path):
+    index, _ = small_index(tmp_path)
+    store = tmp_path / "cards.bin"
+    store.write_bytes(b"cards of the added documents")
+    LiveIndex(index).add([("100", "alpha")], extra_files={"agent_cards.parquet": (store, "test-store")})
+    ref = read_commit(index).segments[-1]
+    seg = open_snapshot(index).indexes[-1]
+    assert seg.manifest.extra_files == {"agent_cards.parquet": "test-store"}
+    assert (index / ref.name / "agent_cards.parquet").read_bytes() == b"cards of the added documents"
+    assert not store.exists()
+    assert cli(["verify", str(index)]) == 0
