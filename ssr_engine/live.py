@@ -444,6 +444,12 @@ class LiveIndex:
         self.quiet = quiet
         self.workers = workers or os.cpu_count() or 1
         self.chunk_docs = chunk_docs
+        self._last: Snapshot | None = None  # segments are immutable: the next call reuses them
+
+    def _snapshot(self) -> Snapshot:
+        snap = open_snapshot(self.root, reuse=self._last)
+        self._last = snap
+        return snap
 
     # ----------------------------------------------------------------------- add
 
@@ -469,7 +475,7 @@ class LiveIndex:
                 fmt = "jsonl"
             source = Path(collection)
             with IndexWriter(self.root, append=True) as writer:
-                snap = open_snapshot(self.root)
+                snap = self._snapshot()
                 try:
                     staged, manifest = _build_segment(writer, snap.indexes[0].manifest, source, fmt,
                                                       skip_bad_lines, self.chunk_docs, self.workers, self.quiet,
@@ -517,7 +523,7 @@ class LiveIndex:
         encoded = [i.encode("utf-8", "surrogatepass") for i in wanted]
         hashes = id_hashes(encoded)
         with IndexWriter(self.root, append=True) as writer:
-            snap = open_snapshot(self.root)
+            snap = self._snapshot()
             try:
                 hits, found = self._find(snap, hashes, encoded, with_positions=True)
                 deleted = sum(len(d) for d in hits.values())
@@ -537,7 +543,7 @@ class LiveIndex:
         """Merge every segment into one, without the deleted documents (memory bounded as a build's)."""
         started = time.time()
         with IndexWriter(self.root, append=True) as writer:
-            snap = open_snapshot(self.root)
+            snap = self._snapshot()
             try:
                 before = len(snap.indexes)
                 dropped = sum(d.count for d in snap.deletions if d is not None)
@@ -555,7 +561,7 @@ class LiveIndex:
     # ---------------------------------------------------------------------- info
 
     def info(self) -> dict[str, Any]:
-        snap = open_snapshot(self.root)
+        snap = self._snapshot()
         try:
             segments = []
             for ix, d, ref in zip(snap.indexes, snap.deletions, snap.commit.segments, strict=True):
@@ -713,6 +719,8 @@ def _forward_batch(ix: Index, docs: np.ndarray, keep_tf: bool):
     doc_offsets = np.zeros(docs.shape[0] + 1, dtype=np.int64)
     np.cumsum(lengths, out=doc_offsets[1:])
     terms = gather_spans(ix.forward_terms, starts, lengths).astype(np.int64)
+    if terms.shape[0] and int(terms.max()) >= ix.n_terms:  # open checks offsets, not forward contents
+        raise IndexFormatError(f"{ix.path}: forward_terms holds a term id >= {ix.n_terms} (corrupt index)")
     data, offsets = gather_strings_of(ix, terms)
     if keep_tf:
         doc_of = np.repeat(docs.astype(np.int64), lengths)
