@@ -128,3 +128,38 @@ def test_parts_of_different_settings_are_refused(tmp_path):
     b = build_index(write_tsv(tmp_path / "b.tsv", [("2", "alpha beta")]), tmp_path / "b", quiet=True, cap=3)
     with pytest.raises(SsrError, match="cap"):
         PartsSearcher([Part(open_index(a)), Part(open_index(b))])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_two_step_merge_equals_the_one_step_merge(data):
+    """select_candidates + order_candidates (ids read only for possible top-k rows) == merge_ranked."""
+    from ssr_engine.kernels.merge import merge_ranked, order_candidates, select_candidates
+
+    n_parts = data.draw(st.integers(1, 4))
+    nq = data.draw(st.integers(1, 3))
+    k = data.draw(st.integers(0, 6))
+    ids = data.draw(st.lists(int_ids, min_size=1, max_size=40, unique=True))
+    integer = ids_are_integers(ids)
+    rank = {ids[i]: r for r, i in enumerate(id_order(ids))}
+    rows, table = [], np.zeros((nq, n_parts + 1), dtype=np.int64)
+    pool = list(ids)
+    for q in range(nq):
+        table[q, 0] = len(rows)
+        for s in range(n_parts):
+            n = data.draw(st.integers(0, min(5, len(pool))))
+            part = [(data.draw(st.sampled_from([1.0, 2.0, 3.5])), data.draw(st.integers(1, 2)), pool.pop())
+                    for _ in range(n)]
+            part.sort(key=lambda r: (-r[0], -r[1], rank[r[2]]))
+            rows += part
+            table[q, s + 1] = len(rows)
+        pool = list(ids)
+    scores = np.array([r[0] for r in rows], dtype=np.float64)
+    matches = np.array([r[1] for r in rows], dtype=np.int32)
+    width = max([len(r[2]) for r in rows] + [1])
+    codes = np.array([r[2] for r in rows] or [""], dtype=f"<U{width}").view(np.uint32).reshape(-1, width)
+    want_off, want = merge_ranked(table, scores, matches, codes, k, integer)
+    sel, picked = select_candidates(table, scores, matches, k)
+    got_off, pos = order_candidates(sel, scores[picked], matches[picked], codes[picked], k, integer)
+    assert got_off.tolist() == want_off.tolist()
+    assert picked[pos].tolist() == want.tolist()
