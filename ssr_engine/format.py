@@ -510,6 +510,9 @@ def open_index(path: str | os.PathLike[str], verify: bool = False) -> Index:
             raise IndexFormatError(f"{commit.path}: {len(commit.segments)} segments; open_index reads one-segment "
                                    "indexes (a live index has its own reader)")
         ref = commit.segments[0]
+        if ref.deletes is not None:
+            raise IndexFormatError(f"{commit.path}: {ref.name} has deleted documents; open_index reads plain "
+                                   "indexes (a live index has its own reader: Searcher, open_retriever)")
         index = open_segment(root / ref.name, ref.manifest_sha256, full=verify)
         index.root, index.commit, index._holds = root, commit, holds
     except BaseException:

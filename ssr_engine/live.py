@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import shutil
 import sys
@@ -384,6 +383,11 @@ class LiveSearcher:
     def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
         return self._searcher.explain(query, doc)
 
+    def doc(self, doc: str | int) -> str:
+        """Stored texts are not read across segments yet (`--store-text` indexes that were changed)."""
+        raise SsrError(f"{self.path}: stored texts of a live index (several segments or deletions) are not "
+                       "supported yet")
+
     def close(self) -> None:
         self.snapshot.close()
 
@@ -409,25 +413,28 @@ def open_bm25(path: str | os.PathLike[str], k1: float | None = None, b: float | 
     return searcher
 
 
+def open_search(path: str | os.PathLike[str], method: str | None = None, verify: bool = False, **bm25: Any):
+    """The retriever of `method` (default: by the index's scoring) over the index directory `path`:
+    the ordinary searchers for a plain index, a `LiveSearcher` for one with several segments or
+    deletions. `verify`: the full byte check first. `bm25`: k1, b."""
+    from .format import open_index, verify_index
+    from .retrieval import open_retriever
+
+    if verify:
+        problems = verify_index(path)
+        if problems:
+            raise IndexFormatError("; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)"
+                                                              if len(problems) > 5 else ""))
+    snap = open_snapshot(path)
+    scoring = snap.indexes[0].scoring
+    method = method or ("bm25" if scoring == "bm25" else "ssr")
+    if not snap.plain:
+        return LiveSearcher(path, method, snapshot=snap, **bm25)
+    snap.close()
+    return open_retriever(open_index(path, verify=verify), method, **bm25)
+
+
 # --------------------------------------------------------------------------------- writing
-
-
-def _documents_file(docs: Iterable[Any], directory: Path) -> Path:
-    """Write (id, text) pairs or dicts ({"id", "text"} or {"id", "fields"}) as a JSONL collection."""
-    path = directory / "documents.jsonl"
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for n, doc in enumerate(docs, 1):
-            if isinstance(doc, dict):
-                record = doc
-            elif isinstance(doc, (tuple, list)) and len(doc) == 2:
-                record = {"id": doc[0], "text": doc[1]}
-            else:
-                raise InputError("documents", n, f"expected (id, text) or a dict, got {type(doc).__name__}")
-            try:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-            except (TypeError, ValueError) as exc:
-                raise InputError("documents", n, f"not serialisable: {exc}") from exc
-    return path
 
 
 class LiveIndex:
@@ -466,38 +473,33 @@ class LiveIndex:
         if (docs is None) == (collection is None):
             raise SsrError("add: give documents or a collection file (one of them)")
         started = time.time()
-        from .generations import scratch_dir
-
-        # documents given in Python are written out as JSONL: the build reads files, in bounded chunks
-        with scratch_dir(self.root, ".ssr-live-") as scratch:
-            if collection is None:
-                collection = _documents_file(docs, scratch)
-                fmt = "jsonl"
-            source = Path(collection)
-            with IndexWriter(self.root, append=True) as writer:
-                snap = self._snapshot()
-                try:
-                    staged, manifest = _build_segment(writer, snap.indexes[0].manifest, source, fmt,
-                                                      skip_bad_lines, self.chunk_docs, self.workers, self.quiet,
-                                                      extra_files)
-                    new = open_segment(staged)
-                    new_ids = new.doc_id_array()
-                    encoded = [i.encode("utf-8", "surrogatepass") for i in new_ids.to_pylist()]
-                    hashes = id_hashes(encoded)
-                    hits = self._find(snap, hashes, encoded)
-                    replaced = sum(len(d) for d in hits.values())
-                    if replaced and not upsert:
-                        seg, docs_found = next(iter(hits.items()))
-                        pos = _position_of(snap, seg, int(docs_found[0]), hashes, encoded)
-                        raise InputError(source, None, f"document id {new_ids[pos].as_py()!r} (document "
-                                         f"{pos + 1} of the input) is already in the index; use --upsert to "
-                                         f"replace it ({replaced} ids in all)")
-                    refs = self._with_deletions(writer, snap, hits)
-                    refs.append((staged, new.n_docs, None, None))
-                    new.close()
-                    commit = _commit(writer, refs)
-                finally:
-                    snap.close()
+        # documents given in Python go to the build as they are (any iterable, read once)
+        source: Any = docs if collection is None else Path(collection)
+        label = "documents" if collection is None else str(collection)
+        with IndexWriter(self.root, append=True) as writer:
+            snap = self._snapshot()
+            try:
+                staged, manifest = _build_segment(writer, snap.indexes[0].manifest, source, fmt,
+                                                  skip_bad_lines, self.chunk_docs, self.workers, self.quiet,
+                                                  extra_files)
+                new = open_segment(staged)
+                new_ids = new.doc_id_array()
+                encoded = [i.encode("utf-8", "surrogatepass") for i in new_ids.to_pylist()]
+                hashes = id_hashes(encoded)
+                hits = self._find(snap, hashes, encoded)
+                replaced = sum(len(d) for d in hits.values())
+                if replaced and not upsert:
+                    seg, docs_found = next(iter(hits.items()))
+                    pos = _position_of(snap, seg, int(docs_found[0]), hashes, encoded)
+                    raise InputError(label, None, f"document id {new_ids[pos].as_py()!r} (document "
+                                     f"{pos + 1} of the input) is already in the index; use --upsert to "
+                                     f"replace it ({replaced} ids in all)")
+                refs = self._with_deletions(writer, snap, hits)
+                refs.append((staged, new.n_docs, None, None))
+                new.close()
+                commit = _commit(writer, refs)
+            finally:
+                snap.close()
         return {"added": int(manifest.counts.documents), "replaced": replaced, "segment": commit.segments[-1].name,
                 "generation": commit.generation, "seconds": round(time.time() - started, 3)}
 
@@ -547,6 +549,9 @@ class LiveIndex:
             try:
                 before = len(snap.indexes)
                 dropped = sum(d.count for d in snap.deletions if d is not None)
+                if any(ix.manifest.doc_store is not None for ix in snap.indexes):
+                    raise SsrError(f"{self.root}: compaction of an index with stored texts (--store-text) is not "
+                                   "supported yet; its segments stay as they are")
                 if snap.plain:  # one segment, nothing deleted: already compact
                     return {"segments_before": 1, "documents": snap.indexes[0].n_docs, "dropped": 0,
                             "generation": snap.generation, "seconds": round(time.time() - started, 3)}
@@ -664,46 +669,48 @@ def _derived_manifest(base: Manifest, counts: dict[str, int], ids: dict[str, Any
                     build=build, extra_files=dict(extra_files or {}))
 
 
-def _build_segment(writer: IndexWriter, base: Manifest, source: Path, fmt: str, skip_bad_lines: bool,
+def _build_segment(writer: IndexWriter, base: Manifest, source: Any, fmt: str, skip_bad_lines: bool,
                    chunk_docs: int, workers: int, quiet: bool,
-                   extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None) -> tuple[Path, Manifest]:
-    """Build a staged segment of `source` with the base segment's settings (as `build_index` does)."""
-    from . import __version__
+                   extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None,
+                   header: bool = False) -> tuple[Path, Manifest]:
+    """Build a staged segment of `source` (a file or an iterable of documents) with the base segment's
+    settings, as `build_index` does (its `_build_into` and `_manifest`)."""
+    import pyarrow.parquet as pq
+
     from .format import write_manifest
-    from .indexing.builder import MAX_SEED_ATTEMPTS, _build_into
+    from .indexing.builder import MAX_SEED_ATTEMPTS, BuildConfig, _build_into, _manifest
     from .indexing.runs import HashCollision
+    from .signals import DEFAULT_CAP
     from .stopwords import StopwordList
 
     s = base.signals
     stop = StopwordList(s.stopwords_id, frozenset(s.stopwords))
     if stop.sha256 != s.stopwords_sha256:
         raise IndexFormatError(f"stopword list of the index does not match its checksum {s.stopwords_sha256}")
+    config = BuildConfig(fmt=fmt, header=header, stop=stop, cap=s.cap if s.cap is not None else DEFAULT_CAP,
+                         chunk_docs=chunk_docs, workers=workers, skip_bad_lines=skip_bad_lines, scoring=base.scoring,
+                         stem=s.stem, quiet=quiet, hash_bits=s.hash.bits, store_text=base.doc_store is not None)
     seed = s.hash.seed
     seeds_tried: list[dict[str, Any]] = []
     started = time.time()
     while True:
         tmp = writer.staging()
         try:
-            stats = _build_into(tmp, source, fmt, stop, s.cap or 0, chunk_docs, workers, skip_bad_lines,
-                                base.scoring, s.stem, quiet, seed, s.hash.bits)
+            stats = _build_into(tmp, source, config, seed)
             break
         except HashCollision as exc:
             # the new segment takes the next seed; queries are hashed per segment, so it mixes with the others
             seeds_tried.append({"seed": seed, "collision": [exc.first, exc.second]})
             writer.discard(tmp)
-            if len(seeds_tried) >= MAX_SEED_ATTEMPTS:
-                raise SsrError(f"{source}: signal hash collisions under {MAX_SEED_ATTEMPTS} seeds; "
-                               f"last: {exc}") from exc
+            if len(seeds_tried) >= MAX_SEED_ATTEMPTS or not isinstance(source, (str, os.PathLike)):
+                # an iterable cannot be read twice
+                raise SsrError(f"signal hash collision in the added documents ({exc}); add them from a file") \
+                    from exc
             seed += 1
-    import pyarrow.parquet as pq
-
     write_id_table(tmp, pq.read_table(tmp / "doc_ids.parquet", columns=["id"]).column("id").combine_chunks())
     for name, (path, _) in (extra_files or {}).items():
         shutil.move(os.fspath(path), os.fspath(tmp / name))
-    manifest = _derived_manifest(base, stats["counts"], stats["ids"], stats["input"], seed, seeds_tried, {
-        "ssr_engine_version": __version__, "operation": "add", "chunk_docs": chunk_docs, "workers": workers,
-        "runs": stats["runs"], "seconds": round(time.time() - started, 3),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, {name: kind for name, (_, kind) in (extra_files or {}).items()})
+    manifest = _manifest(config, stats, seed, seeds_tried, started, extra_files or {})
     write_manifest(tmp, manifest)
     return tmp, manifest
 

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..errors import SsrError
-    from ..retrieval import check_k, check_method, check_threads, open_retriever
+    from ..retrieval import check_k, check_method, check_threads
 
     if bool(args.queries) == bool(args.queries_file):
         raise SsrError("give either QUERY arguments or --queries FILE")
@@ -89,13 +89,10 @@ def run(args: argparse.Namespace) -> int:
         texts = list(args.queries)
         qids = [str(i) for i in range(1, len(texts) + 1)]
 
-    from ..format import open_index
+    from ..live import open_search
 
-    index = open_index(args.index, verify=args.verify)
-    if args.method is None:
-        args.method = "bm25" if index.scoring == "bm25" else "ssr"
-    retriever = open_retriever(index, args.method)
-    if args.show_text and index.n_docs:
+    retriever = open_search(args.index, args.method, verify=args.verify)  # plain or live index
+    if args.show_text and retriever.n_docs:
         retriever.doc(0)  # fails (no text stored) before any output is written
     results = retriever.search_batch(texts, k, threads=args.threads)
     lines = _lines(args, retriever, qids, texts, results)
