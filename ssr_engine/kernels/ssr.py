@@ -35,7 +35,7 @@ DEFAULT_BLOCK = 1 << 14
 
 @nb.njit(cache=True, nogil=True)
 def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, block,
-                acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m):
+                acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live):
     """One query: accumulate its postings block by block, keep the best `cap`; returns the count.
 
     A block is the document range [lo, lo + block) starting at the smallest unread posting, so
@@ -93,7 +93,8 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
             last[j] = prev
         for i in range(nt):
             x = touched[i]
-            if not rejects(res_s, res_m, base, size, cap, acc[x], cnt[x]):
+            # a live index's deleted documents (live[d] == 0) never rank; an empty mask: all live
+            if (live.shape[0] == 0 or live[lo + x]) and not rejects(res_s, res_m, base, size, cap, acc[x], cnt[x]):
                 key = doc_key(doc_rank[lo + x], lo + x)
                 size = heap_push(res_s, res_m, res_d, base, size, cap, acc[x], cnt[x], key)
             acc[x] = 0.0
@@ -103,7 +104,7 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
 
 
 @nb.njit(cache=True, parallel=True)
-def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block, n_chunks):
+def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block, n_chunks, live):
     nq = q_offsets.shape[0] - 1
     caps_off = region_offsets(q_offsets, q_terms, indptr, k)
     longest = 1
@@ -125,7 +126,7 @@ def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
         for q in range(c, nq, n_chunks):
             sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
                                    acc, cnt, touched, cur, end, last, caps_off[q], caps_off[q + 1] - caps_off[q],
-                                   res_d, res_s, res_m)
+                                   res_d, res_s, res_m, live)
             if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
                 break
     bad = 0
@@ -138,12 +139,13 @@ def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,
-                 n_chunks=None):
+                 n_chunks=None, live=None):
     """Exact top-k of every query over the inverted CSR (`k=None` or `k <= 0`: every candidate).
 
     indptr int64[V + 1], docs uint32[P] (ascending per term), doc_rank uint32[N];
     q_terms: distinct term ids per query, in ascending weight order.
     `block` = document-range width of the accumulators (`n_docs` gives a plain scatter).
+    `live`: bool or uint8[N], the documents that may rank (a live index's deletions); None: all.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
     if n_chunks is None:
@@ -153,7 +155,8 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
     *out, bad = _search_batch(indptr, docs, doc_rank, np.int64(n_docs), np.asarray(q_offsets, dtype=np.int64),
                               np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64),
                               np.int64(cap_k(k, n_docs)), np.int64(max(1, block)),
-                              np.int64(max(1, min(n_chunks, nq))))
+                              np.int64(max(1, min(n_chunks, nq))),
+                              np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8))
     if bad:
         raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
                                "id >= N")
