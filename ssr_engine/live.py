@@ -329,7 +329,7 @@ class LiveSearcher:
         self._others: dict[str, PartsSearcher] = {}
 
     def _make(self, method: str | None = None) -> PartsSearcher:
-        return PartsSearcher(self.snapshot.parts(), method=method or self._method, **self._bm25)
+        return PartsSearcher(self.snapshot.parts(), method=method or self._method, **self._bm25)  # type: ignore[arg-type]
 
     @property
     def method(self) -> str:
@@ -734,6 +734,7 @@ def _forward_batch(ix: Index, docs: np.ndarray, keep_tf: bool):
         counts = term_frequencies(ix.postings_indptr, ix.postings_docs, ix.postings_tf, terms, doc_of)
         if counts.shape[0] and int(counts.min()) == 0:
             raise IndexFormatError(f"{ix.path}: the forward index lists a term the postings lack (corrupt)")
+        assert ix.doc_lengths is not None  # a BM25 segment
         tokens = np.asarray(ix.doc_lengths[docs], dtype=np.int64)
     else:
         counts = np.ones(terms.shape[0], dtype=np.uint32)

@@ -70,9 +70,9 @@ class Searcher(StoredText):
         # an index directory is read at one commit until reopen() (refresh=True: before every search);
         # a live one (several segments, or deletions) is answered through live.LiveSearcher
         self.refresh = refresh
-        self._source = None if isinstance(index, Index) else index
-        self._live = None
-        self._snapshot = None
+        self._source: str | os.PathLike[str] | None = None if isinstance(index, Index) else index
+        self._live: Any = None  # live.LiveSearcher for an index of several segments or with deletions
+        self._snapshot: Any = None  # live.Snapshot: the commit this searcher reads
         if isinstance(index, Index):
             if verify:
                 verify_opened(index)
@@ -88,6 +88,7 @@ class Searcher(StoredText):
     def _open_source(self, reuse=None) -> None:
         from .live import LiveSearcher, open_snapshot
 
+        assert self._source is not None
         snap = open_snapshot(self._source, reuse=reuse)
         self._snapshot = snap
         self.generation: int | None = snap.generation
