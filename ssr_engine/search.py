@@ -94,6 +94,7 @@ class Searcher(StoredText):
         self.generation: int | None = snap.generation
         if snap.plain:
             self._live = None
+            snap.indexes[0]._holds = snap.holds  # Index.close() releases the segment, as after open_index
             self._open(snap.indexes[0])
         else:
             self._live = LiveSearcher(self._source, method=self.method, snapshot=snap)
