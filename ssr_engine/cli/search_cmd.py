@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from ..live import open_search
 
     retriever = open_search(args.index, args.method, verify=args.verify)  # plain or live index
+    args.method = retriever.method  # the index's own when none was given (the run tag)
     if args.show_text and retriever.n_docs:
         retriever.doc(0)  # fails (no text stored) before any output is written
     results = retriever.search_batch(texts, k, threads=args.threads)
