@@ -287,15 +287,10 @@ def read_cards_from(card, new_id):
 
 
 def test_metatool_through_http_equals_the_cli(tmp_path, capsys):
-    from conftest import SHARED_DATA as SHARED
-
     from ssr_engine.agents.bench import load_metatool
     from ssr_engine.cli import main
 
-    metatool = SHARED / "metatool"
-    if not (metatool / "plugin_des.json").is_file():
-        pytest.skip(f"MetaTool data not found at {metatool}")
-    cards, queries = load_metatool(metatool)
+    cards, queries = load_metatool()  # the copy bundled with the package
     write_cards(cards, tmp_path / "metatool.jsonl")
     build_registry(tmp_path / "metatool.jsonl", tmp_path / "reg")
     s = Served(create_app(LiveRegistry.open(tmp_path / "reg")))

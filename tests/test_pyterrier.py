@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED_DATA, load_data_script
+from conftest import load_data_script
 
 pt = pytest.importorskip("pyterrier", reason="python-terrier (optional extra 'pyterrier') is not installed")
 pd = pytest.importorskip("pandas")
@@ -17,10 +17,8 @@ from ssr_engine.pyterrier import SSRRetriever  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cran(tmp_path_factory):
-    if not (SHARED_DATA / "cranfield").is_dir():
-        pytest.skip(f"Cranfield not available under {SHARED_DATA}")
     root = tmp_path_factory.mktemp("pt")
-    assert load_data_script("prepare_real").main(["cranfield", "--out", str(root), "--source", str(SHARED_DATA)]) == 0
+    assert load_data_script("prepare_real").main(["cranfield", "--out", str(root)]) == 0
     build_index(root / "collection.tsv", root / "idx-ssr", quiet=True, workers=1, store_text=True)
     build_index(root / "collection.tsv", root / "idx-bm25", scoring="bm25", quiet=True, workers=1)
     topics = pd.read_csv(root / "queries.tsv", sep="\t", names=["qid", "query"], dtype=str, quoting=3)
