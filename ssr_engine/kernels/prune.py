@@ -34,7 +34,7 @@ import numpy as np
 
 from .candidates import CorruptIndexData, region_offsets
 from .ssr import DEFAULT_BLOCK, _search_one
-from .topk import check_key_range, compact, deheap_sort, doc_key, heap_push
+from .topk import check_key_range, compact_failed, deheap_sort, doc_key, heap_push
 
 # Relative margin of the quick float bound test. An approximate sum of at most 64 positive
 # weights is within 64 * 2**-53 (< 1e-14) of the canonical one; outside this band the answer
@@ -297,13 +297,7 @@ def _search_par(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k
         q1 = (c + 1) * nq // n_slices
         _run_queries(q0, q1, 1, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, width, prune_from,
                      caps_off, res_d, res_s, res_m, sizes, acc[t], cnt[t], mask[t], touched[t])
-    bad = 0
-    for q in range(nq):
-        if sizes[q] < 0:
-            sizes[q] = 0
-            bad += 1
-    offsets, out_d, out_s, out_m = compact(caps_off, sizes, res_s, res_m, res_d)
-    return offsets, out_d, out_s, out_m, bad
+    return compact_failed(caps_off, sizes, res_s, res_m, res_d)
 
 
 def workspace(width, rows=None):

@@ -22,7 +22,7 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
-from .topk import check_key_range, compact, deheap_sort, doc_key, heap_arrays, heap_push, rejects
+from .topk import check_key_range, compact, compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
 # Accumulator block in documents: 16K docs x (8 + 4) bytes = 192 KiB, well inside L2. Measured on
 # 8.8M documents (benchmarks/bench_search.py --blocks, kernel only, 1 thread, K=1000): 16K blocks
@@ -129,13 +129,7 @@ def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
                                    res_d, res_s, res_m, live)
             if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
                 break
-    bad = 0
-    for q in range(nq):
-        if sizes[q] < 0:
-            sizes[q] = 0
-            bad += 1
-    offsets, out_d, out_s, out_m = compact(caps_off, sizes, res_s, res_m, res_d)
-    return offsets, out_d, out_s, out_m, bad
+    return compact_failed(caps_off, sizes, res_s, res_m, res_d)
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,

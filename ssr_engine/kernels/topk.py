@@ -143,3 +143,16 @@ def compact(region_offsets, sizes, hs, hm, hk):
             out_s[dst + i] = hs[src + i]
             out_m[dst + i] = hm[src + i]
     return offsets, out_d, out_s, out_m
+
+
+@nb.njit(cache=True, nogil=True)
+def compact_failed(region_offsets, sizes, hs, hm, hk):
+    """`compact`, after counting the queries a kernel abandoned (size < 0: corrupt postings) and
+    emptying them. Returns (offsets, docs, scores, matches, abandoned)."""
+    bad = 0
+    for q in range(sizes.shape[0]):
+        if sizes[q] < 0:
+            sizes[q] = 0
+            bad += 1
+    offsets, out_d, out_s, out_m = compact(region_offsets, sizes, hs, hm, hk)
+    return offsets, out_d, out_s, out_m, bad
