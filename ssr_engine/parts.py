@@ -43,6 +43,7 @@ from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, int
 from .scoring import signal_weight
 from .search import lookup_terms
 from .stopwords import StopwordList
+from .validate import kernel_guard
 
 # queries per round: a round holds every part's top k of every query (20 bytes a row)
 _ROUND_ROWS = 1 << 22
@@ -258,15 +259,18 @@ class PartsSearcher:
         results = []
         for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):
             ix = p.index
-            if method == "ssr":  # the inverted kernel skips deleted documents itself
-                results.append(kernels.search_batch(ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs,
-                                                    offsets, terms, weights, k, block=self.block, live=self.live[i]))
-            else:  # the scan (the independent check) is asked for k + deleted and filtered after
+            with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
+                if method == "ssr":  # the inverted kernel skips deleted documents itself
+                    results.append(kernels.search_batch(ix.postings_indptr, ix.postings_docs, self.ranks[i],
+                                                        ix.n_docs, offsets, terms, weights, k, block=self.block,
+                                                        live=self.live[i]))
+                    continue
+                # the scan (the independent check) is asked for k + deleted and filtered after
                 kk = None if k is None else k + p.n_deleted
                 res = kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, self.ranks[i], ix.n_terms,
                                                offsets, terms, weights, kk)
-                off, docs, scores, matches = res
-                results.append(_drop_deleted(p, off, docs, scores, matches, k))
+            off, docs, scores, matches = res
+            results.append(_drop_deleted(p, off, docs, scores, matches, k))
         return self._merge(results, len(queries), k)
 
     # ------------------------------------------------------------------------------ BM25

@@ -125,6 +125,28 @@ def test_lying_forward_terms_are_an_error_in_the_scan(base, tmp_path):
     assert_clean_error(proc, "checksum mismatch")
 
 
+@pytest.mark.parametrize("method,name", [("ssr", "postings_docs"), ("exhaustive", "forward_terms")])
+def test_lying_segment_of_a_live_index_is_an_error(base, tmp_path, method, name):
+    """Multi-segment search (`parts`) guards its kernel calls as a single index does."""
+    from ssr_engine.live import LiveIndex
+    from ssr_engine.retrieval import open_retriever
+
+    _, out, _ = base
+    w = copy(out, tmp_path / "w")
+    LiveIndex(w).add([(f"new{i}", "w1 w2 w3 w5") for i in range(20)])
+    LiveIndex(w).delete(["3"])
+    seg = w / read_commit(w).segments[-1].name
+    arr = np.load(seg / f"{name}.npy", mmap_mode="r+")
+    arr[0] = 2**32 - 1  # the segment's first posting (of term 0) or the first term of document 0
+    arr.flush()
+    del arr
+    r = open_retriever(w, method)
+    queries = ["w1 w2 w3 w5"]  # every signal of the added segment: its term 0 included
+    with pytest.raises(IndexFormatError, match=f"{name}.npy"):
+        r.search_batch(queries, 10)
+    assert verify_index(w)
+
+
 # ---- structural edits caught at open ------------------------------------------------------------
 
 
