@@ -35,9 +35,11 @@ GIB = 1 << 30
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--scale", type=int, default=100_000, help="passages in the collection (default 100000)")
-    p.add_argument("--queries", choices=("generated", "dev-small"), default="generated",
-                   help="generated queries (one target passage each), or the 6,980 MS MARCO dev-small queries "
-                        "planted in the collection (default generated)")
+    p.add_argument("--queries", choices=("generated", "dev-small", "real"), default="generated",
+                   help="generated queries (one target passage each), the 6,980 MS MARCO dev-small queries "
+                        "planted in the collection, or `real`: a real collection from "
+                        "data_scripts/gather_short_texts.py with its queries.tsv, used as they are (needs --data; "
+                        "default generated)")
     p.add_argument("--peers", default="all", help="all, none, or a comma list of bm25s,pisa,tantivy (default all)")
     p.add_argument("--ours", default="all", help="all, none, or a comma list of ssr,exhaustive,bm25 (default all)")
     p.add_argument("--data", type=Path, help="collection directory to reuse, or to generate into "
@@ -77,6 +79,8 @@ def prepare_collection(args: argparse.Namespace, data: Path, logs: Path) -> dict
     """Reuse `data` when its stats.json exists (a finished collection), else generate it."""
     stats_path = data / "stats.json"
     info: dict = {"path": str(data / "collection.tsv")}
+    if args.queries == "real":
+        return _real_collection(args, data, info)
     if stats_path.exists():
         info["generated"] = None
     else:
@@ -99,6 +103,26 @@ def prepare_collection(args: argparse.Namespace, data: Path, logs: Path) -> dict
                          f"but --queries is {args.queries}")
     info.update(passages=stats["passages"], queries=stats["queries"], bytes=(data / "collection.tsv").stat().st_size,
                 queries_path=str(data / "queries.tsv"), qrels_path=str(data / "qrels.tsv"))
+    return info
+
+
+def _real_collection(args: argparse.Namespace, data: Path, info: dict) -> dict:
+    """A gathered real collection (stats.json with `documents`): nothing to generate, no qrels."""
+    stats_path = data / "stats.json"
+    if args.data is None or not stats_path.exists():
+        raise SystemExit("run.py: --queries real needs --data DIR holding a gathered collection "
+                         "(data_scripts/gather_short_texts.py: collection.tsv, queries.tsv, stats.json)")
+    stats = json.loads(stats_path.read_text())
+    if "documents" not in stats or not (data / "queries.tsv").exists():
+        raise SystemExit(f"run.py: {data} is not a gathered real collection (stats.json without `documents`, "
+                         "or no queries.tsv)")
+    if stats["documents"] != args.scale:
+        raise SystemExit(f"run.py: {data} holds {stats['documents']:,} documents, but --scale is {args.scale:,}")
+    with open(data / "queries.tsv", "rb") as f:
+        n_queries = sum(1 for line in f if line.strip())
+    info.update(generated=None, passages=stats["documents"], queries=n_queries,
+                bytes=(data / "collection.tsv").stat().st_size, queries_path=str(data / "queries.tsv"),
+                qrels_path=None, sources=stats.get("per_source"))
     return info
 
 

@@ -227,3 +227,35 @@ def test_reused_collection_must_match_scale_and_query_kind(tmp_path):
         run.main(["--scale", "2", "--data", str(data), "--out", str(tmp_path / "o")])
     with pytest.raises(SystemExit, match="has generated queries, but --queries is dev-small"):
         run.main(["--scale", "1", "--queries", "dev-small", "--data", str(data), "--out", str(tmp_path / "o")])
+
+
+def test_real_collection_runs_with_its_own_queries(tmp_path):
+    """A collection gathered by data_scripts/gather_short_texts.py is served with its queries.tsv."""
+    pytest.importorskip("psutil")
+    import subprocess
+    import sys
+
+    listing = tmp_path / "listing.tsv"
+    words = ["fast json parser", "http client library", "image resize tool", "json schema validator",
+             "terminal colors", "http server framework", "pdf text extraction", "yaml parser for python"]
+    listing.write_text("name\tsummary\n" + "".join(f"p{i}\t{words[i % len(words)]} {i}\n" for i in range(300)))
+    queries = tmp_path / "q.tsv"
+    queries.write_text("1\tjson parser\n2\thttp server\n3\tpdf text\n")
+    data = tmp_path / "real"
+    gather = Path(__file__).resolve().parents[1] / "data_scripts" / "gather_short_texts.py"
+    subprocess.run([sys.executable, str(gather), "--out", str(data), "--listing", f"{listing}:1",
+                    "--queries", str(queries)], check=True, capture_output=True)
+    run = _load_run()
+    out = tmp_path / "out"
+    argv = ["--scale", "300", "--queries", "real", "--data", str(data), "--out", str(out), "--ours", "ssr",
+            "--peers", "none", "--latency-queries", "3", "--min-batch", "30", "--k", "10", "--threads", "1"]
+    assert run.main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["collection"]["passages"] == 300 and results["collection"]["queries"] == 3
+    assert results["collection"]["qrels_path"] is None and results["queries_kind"] == "real"
+    ssr = results["engines"][0]
+    assert ssr["name"] == "ssr" and "error" not in ssr["serve"], ssr
+    with pytest.raises(SystemExit, match="holds 300 documents, but --scale is 301"):
+        run.main([*argv[:1], "301", *argv[2:]])
+    with pytest.raises(SystemExit, match="needs --data"):
+        run.main(["--scale", "300", "--queries", "real", "--out", str(out)])
