@@ -1,14 +1,16 @@
 """Agent discovery served over HTTP on loopback: latency, throughput, update visibility, a load run
-with concurrent writes, and MetaTool through POST /discover against the in-process registry.
+with concurrent writes, and MetaTool through POST /discover against `ssr agents discover`.
 
-    flock /tmp/ssr-bench.lock python benchmarks/bench_agents_serve.py --work /tmp/agents-serve \
-        --metatool ../shared/data/metatool --out benchmarks/results/agents-serve.json
+    flock /tmp/ssr-bench.lock python benchmarks/bench_agents_serve.py --work /tmp/agents/serve \
+        --cards 100000 --metatool /work/shared/data/metatool --out /tmp/agents/serve/results.json
 
-The server is `ssr agents serve` in its own process (uvicorn, one worker). Load generators:
+The server is `ssr agents serve` in its own process (uvicorn, one worker) on a copy of a pristine
+registry (built once into --work and kept; every run starts from the same cards). Load generators:
 wrk (Debian package `wrk`; a Lua script cycles through generated request bodies) for latency
-(1 connection) and throughput (16 connections, 2 threads); an httpx/asyncio client in this
-process for the update and load-with-writes runs (it needs to read each answer). Client and
-server share the machine's cores, so the figures include the client's own CPU use.
+(1 connection) and throughput (16 connections, 2 threads); an httpx client in this process for
+the update runs and the load run with writes (it needs to read each answer). Client and server
+share the machine's cores, so the figures include the client's own CPU use. `--skip` leaves out
+phases (latency, throughput, updates, load, metatool).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ssr_engine.agents.cards import write_cards  # noqa: E402
-from ssr_engine.agents.discovery import Registry, build_registry  # noqa: E402
+from ssr_engine.agents.cards import AgentCard, write_cards  # noqa: E402
+from ssr_engine.agents.discovery import build_registry  # noqa: E402
+from ssr_engine.agents.live import LiveRegistry  # noqa: E402
 from ssr_engine.datagen.cards import iter_registry, make_queries  # noqa: E402
 
 TOKEN = "bench-token"
@@ -110,28 +113,51 @@ def wrk(url: str, bodies: list[str], connections: int, threads: int, seconds: in
             "non_2xx": int(non2xx.group(1)) if non2xx else 0, "socket_errors": sock.group(1) if sock else None}
 
 
-def update_visibility(url: str, rounds: int = 100) -> dict[str, Any]:
-    """PUT a card with a unique word, then POST /discover for that word: time until it is in the pool."""
-    times, put_ms = [], []
+def _wait_visible(c: httpx.Client, word: str, cid: str, t0: float) -> float:
+    """POST /discover for `word` until `cid` tops the pool; milliseconds since t0."""
+    while True:
+        pool = c.post("/discover", json={"query": word, "k": 5}).json()["pool"]
+        if pool and pool[0]["id"] == cid:
+            return (time.perf_counter() - t0) * 1e3
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    values = sorted(values)
+    return {"p50_ms": round(statistics.median(values), 2), "p90_ms": round(values[int(0.9 * len(values))], 2),
+            "max_ms": round(values[-1], 2)}
+
+
+def update_visibility(url: str, index: Path, rounds: int = 50) -> dict[str, Any]:
+    """Own writes: PUT a card with a unique word, then POST /discover for it until it tops the pool
+    (time from sending the PUT). Others' writes: this process writes the card through its own
+    `LiveRegistry` on the same directory (as `ssr agents add` would), then polls the server (time
+    from the end of the commit: the server's refresh delay plus requests)."""
+    own, put_ms, other, other_write_ms = [], [], [], []
+    writer = LiveRegistry.open(index)
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
         for i in range(rounds):
-            word = f"zqvisible{i}x"
+            word, cid = f"zqvisible{i}x", f"probe {i}"
             card = {"name": f"Visibility probe {i}", "description": f"probe {word} card"}
             t0 = time.perf_counter()
-            r = c.put("/cards/" + quote(f"probe {i}", safe=""), json=card)
-            t1 = time.perf_counter()
+            r = c.put("/cards/" + quote(cid, safe=""), json=card)
+            put_ms.append((time.perf_counter() - t0) * 1e3)
             assert r.status_code in (200, 201), r.text
-            while True:
-                pool = c.post("/discover", json={"query": word, "k": 5}).json()["pool"]
-                if pool and pool[0]["id"] == f"probe {i}":
-                    break
-            times.append((time.perf_counter() - t0) * 1e3)
-            put_ms.append((t1 - t0) * 1e3)
+            own.append(_wait_visible(c, word, cid, t0))
+        for i in range(rounds):
+            word, cid = f"zqother{i}x", f"other {i}"
+            card = AgentCard(id=cid, name=f"Other writer {i}", description=f"probe {word} card")
+            t0 = time.perf_counter()
+            writer.put_many([card])
+            t1 = time.perf_counter()
+            other_write_ms.append((t1 - t0) * 1e3)
+            other.append(_wait_visible(c, word, cid, t1))
         for i in range(rounds):
             c.delete("/cards/" + quote(f"probe {i}", safe=""))
-    times.sort()
-    return {"rounds": rounds, "visible_p50_ms": statistics.median(times), "visible_max_ms": times[-1],
-            "put_p50_ms": statistics.median(put_ms), "put_max_ms": max(put_ms)}
+            c.delete("/cards/" + quote(f"other {i}", safe=""))
+    writer.close()
+    return {"rounds": rounds, "own_put_then_visible": _summary(own), "put_answered": _summary(put_ms),
+            "other_process_commit_then_visible": _summary(other), "other_process_write": _summary(other_write_ms)}
+
 
 
 def load_with_writes(server: Server, queries: list[str], extra_cards: list[dict], n_requests: int = 10_000,
@@ -212,33 +238,58 @@ def load_with_writes(server: Server, queries: list[str], extra_cards: list[dict]
                       "of the card added 50 writes earlier)"}
 
 
-def metatool(directory: Path, work: Path) -> dict[str, Any]:
+def metatool(directory: Path | None, work: Path, cli_queries: int = 20) -> dict[str, Any]:
+    """Every MetaTool query through POST /discover (k = 20) against what `ssr agents discover`
+    computes: `agents.live.open_registry(reg).discover` in this process for all of them, and the
+    CLI itself (`ssr agents discover --json`, a process each) for the first `cli_queries`."""
     from ssr_engine.agents.bench import load_metatool
+    from ssr_engine.agents.live import open_registry
 
     cards, queries = load_metatool(directory)
     src = work / "metatool.jsonl"
     write_cards(cards, src)
     reg_dir = work / "metatool-reg"
-    if reg_dir.exists():
-        shutil.rmtree(reg_dir)
-    build_registry(src, reg_dir)
-    reg = Registry.open(reg_dir)
+    build_registry(src, reg_dir, force=True)
+    reg = open_registry(reg_dir)
     server = Server(reg_dir)
-    mismatches = 0
-    empty = 0
+    mismatches = cli_mismatches = empty = 0
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    started = time.perf_counter()
     try:
         with httpx.Client(base_url=server.url) as c:
-            for q in queries:
+            for i, q in enumerate(queries):
                 body = c.post("/discover", json={"query": q.text, "k": 20}).json()
                 got = [(e["id"], e["score"], e["matches"]) for e in body["pool"]]
                 p = reg.discover(q.text, 20, with_cards=False)
                 if got != list(zip(p.ids, p.scores, p.matches, strict=True)):
                     mismatches += 1
                 empty += not got
+                if i < cli_queries:
+                    out = subprocess.run([sys.executable, "-m", "ssr_engine", "agents", "discover", "--index",
+                                          str(reg_dir), "--json", "-k", "20", q.text], env=env, check=True,
+                                         capture_output=True, text=True).stdout
+                    cli = [(e["id"], e["score"], e["matches"]) for e in json.loads(out)["pool"]]
+                    cli_mismatches += cli != got
     finally:
         server.close()
     return {"cards": len(cards), "queries": len(queries), "pool_mismatches": mismatches, "empty_pools": empty,
-            "compared_with": "Registry.open(reg).discover(q, 20) in this process (what `ssr agents discover` runs)"}
+            "cli_queries": cli_queries, "cli_mismatches": cli_mismatches,
+            "seconds": round(time.perf_counter() - started, 1),
+            "source": str(directory) if directory else "the copy bundled with the package",
+            "compared_with": "open_registry(reg).discover(q, 20) for every query (what `ssr agents discover` "
+                             f"runs); the CLI process itself for the first {cli_queries}"}
+
+
+
+def pristine(work: Path, cards: int, seed: int) -> tuple[Path, float | None]:
+    """The registry every run starts from (built once, marked done), and the build time when built now."""
+    base = work / f"registry-{cards}-{seed}"
+    if (base / ".bench-done").is_file():
+        return base, None
+    t = time.perf_counter()
+    build_registry(iter_registry(cards, seed), base, quiet=True, force=True)
+    (base / ".bench-done").write_text("")
+    return base, round(time.perf_counter() - t, 1)
 
 
 def main() -> int:
@@ -248,44 +299,55 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seconds", type=int, default=10, help="length of each wrk run")
     p.add_argument("--requests", type=int, default=10_000, help="requests of the load run with writes")
-    p.add_argument("--metatool", type=Path, help="MetaTool data directory (skip when absent)")
+    p.add_argument("--metatool", type=Path, help="MetaTool data directory (default: the bundled copy)")
+    p.add_argument("--skip", default="", help="phases to leave out, comma-separated: latency, throughput, "
+                   "updates, load, metatool")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     args = p.parse_args()
+    skip = {x.strip() for x in args.skip.split(",") if x.strip()}
 
     args.work.mkdir(parents=True, exist_ok=True)
-    reg = args.work / f"registry-{args.cards}-{args.seed}"
     results: dict[str, Any] = {"cards": args.cards, "machine_cpus": os.cpu_count(),
                                "load_average_at_start": os.getloadavg()}
-    if not (reg / "agent_cards.parquet").is_file():
-        if reg.exists():
-            shutil.rmtree(reg)
-        t = time.perf_counter()
-        build_registry(iter_registry(args.cards, args.seed), reg, quiet=True)
-        results["build_seconds"] = round(time.perf_counter() - t, 1)
+    base, built = pristine(args.work, args.cards, args.seed)
+    if built is not None:
+        results["build_seconds"] = built
+    reg = args.work / "serving"
+    if reg.exists():
+        shutil.rmtree(reg)  # the last run's copy (this script's own)
+    shutil.copytree(base, reg)
+    (reg / ".bench-done").unlink()
     queries = [q.text for q in make_queries(args.cards, 2000, args.seed)]
     bodies = [json.dumps({"query": q, "k": 20}) for q in queries[:1000]]
     extra = [c.original() for c in iter_registry(500, args.seed + 1)]
     for card in extra:
         card.pop("id", None)
-    server = Server(reg)
-    try:
-        results["rss_mb_idle"] = round(server.rss() / 2**20, 1)
-        wrk(server.url, bodies, 1, 1, 2, args.work)  # warm-up (first requests compile nothing, but page in)
-        results["latency_1_connection"] = wrk(server.url, bodies, 1, 1, args.seconds, args.work)
-        results["throughput_16_connections"] = wrk(server.url, bodies, 16, 2, args.seconds, args.work)
-        results["update_visibility"] = update_visibility(server.url)
-        results["load_with_writes"] = load_with_writes(server, queries, extra, args.requests)
-        results["load_average_at_end"] = os.getloadavg()
-    finally:
-        server.close()
-    if args.metatool is not None and (args.metatool / "plugin_des.json").is_file():
+    if {"latency", "throughput", "updates", "load"} - skip:
+        server = Server(reg)
+        try:
+            results["rss_mb_idle"] = round(server.rss() / 2**20, 1)
+            wrk(server.url, bodies, 1, 1, 2, args.work)  # warm-up (pages the index in)
+            if "latency" not in skip:
+                results["latency_1_connection"] = wrk(server.url, bodies, 1, 1, args.seconds, args.work)
+            if "throughput" not in skip:
+                results["throughput_16_connections"] = wrk(server.url, bodies, 16, 2, args.seconds, args.work)
+            if "updates" not in skip:
+                results["update_visibility"] = update_visibility(server.url, reg)
+            if "load" not in skip:
+                results["load_with_writes"] = load_with_writes(server, queries, extra, args.requests)
+            results["rss_mb_end"] = round(server.rss() / 2**20, 1)
+        finally:
+            server.close()
+    if "metatool" not in skip:
         results["metatool"] = metatool(args.metatool, args.work)
+    results["load_average_at_end"] = os.getloadavg()
     text = json.dumps(results, indent=2)
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     return 0
+
 
 
 if __name__ == "__main__":

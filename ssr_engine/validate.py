@@ -29,6 +29,16 @@ def _fail(index: Index, name: str, what: str) -> IndexFormatError:
     return IndexFormatError(f"{index.path / (name + '.npy')}: {what} (corrupt index; rebuild it)")
 
 
+# below this many entries the checks run in NumPy: a parallel kernel's thread launch costs more
+# than the check (milliseconds on a busy machine), and a live index opens small segments often
+_SMALL = 1 << 16
+
+
+def _first(bad: np.ndarray) -> int:
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) if hits.shape[0] else -1
+
+
 def _offsets(index: Index, name: str, indptr: np.ndarray, length: int, what: str) -> None:
     from .kernels.validate import monotone
 
@@ -37,7 +47,7 @@ def _offsets(index: Index, name: str, indptr: np.ndarray, length: int, what: str
     first, last = int(indptr[0]), int(indptr[-1])
     if first != 0 or last != length:
         raise _fail(index, name, f"offsets must run from 0 to {length} ({what}); found {first}..{last}")
-    i = monotone(indptr)
+    i = monotone(indptr) if indptr.shape[0] > _SMALL else _first(np.diff(indptr) < 0)
     if i >= 0:
         raise _fail(index, name, f"offsets decrease at entry {i + 1} ({int(indptr[i])} then {int(indptr[i + 1])})")
 
@@ -50,7 +60,8 @@ def check_index(index: Index, full: bool = False) -> None:
     _offsets(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
     _offsets(index, "forward_indptr", index.forward_indptr, index.forward_terms.shape[0], "forward terms")
     _offsets(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
-    i = kv.strictly_increasing(index.vocab)
+    vocab = index.vocab
+    i = kv.strictly_increasing(vocab) if vocab.shape[0] > _SMALL else _first(vocab[1:] <= vocab[:-1])
     if i >= 0:
         raise _fail(index, "vocab", f"not strictly sorted at entry {i + 1}")
     i = kv.permutation(index.doc_rank)

@@ -71,7 +71,8 @@ def test_synthetic_registry_is_seeded_and_unique():
 def test_bench_cli_writes_json_and_markdown(tmp_path, capsys):
     out = tmp_path / "report"
     argv = ["agents", "bench", "--out", str(out), "--synthetic-cards", "150", "--synthetic-queries", "40",
-            "--latency-cards", "300", "--latency-queries", "20", "--methods", "ssr,bm25", "--ks", "1,5"]
+            "--latency-cards", "300", "--latency-queries", "20", "--methods", "ssr,bm25", "--ks", "1,5",
+            "--no-metatool"]
     assert main(argv) == 0
     report = json.loads((out / "agents-bench.json").read_text())
     [reg] = report["registries"]
@@ -85,3 +86,17 @@ def test_bench_cli_writes_json_and_markdown(tmp_path, capsys):
     assert not (out / "indexes").exists()  # temporary indexes removed
     assert main(["agents", "bench", "--out", str(out), "--methods", "ssr,lucene"]) == 2
     assert "unknown method" in capsys.readouterr().err
+
+
+def test_bench_cli_defaults_to_the_bundled_metatool_and_quiet_prints_nothing(tmp_path, capsys):
+    out = tmp_path / "report"
+    argv = ["agents", "bench", "--out", str(out), "--synthetic-cards", "0", "--latency-cards", "0",
+            "--methods", "ssr", "--max-queries", "60", "--quiet"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+    [reg] = json.loads((out / "agents-bench.json").read_text())["registries"]
+    assert reg["name"] == "metatool" and reg["cards"] == 199 and reg["queries"] == 60
+    _check_consistent(reg["methods"]["ssr"], 60)
+    assert main(argv[:-1] + ["--no-metatool", "--metatool", str(tmp_path)]) == 2
+    assert "--metatool and --no-metatool" in capsys.readouterr().err

@@ -1,19 +1,29 @@
-"""Live registries: writes rank exactly as a rebuild over the live cards; the journal survives a restart."""
+"""Live registries on the live index: writes rank exactly as a rebuild over the live cards; every
+segment carries its card store (checked by `ssr verify`); a crash mid-write leaves the last commit."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from ssr_engine.agents.cards import read_cards, write_cards
 from ssr_engine.agents.discovery import Registry, build_registry
-from ssr_engine.agents.live import JOURNAL, LiveRegistry
+from ssr_engine.agents.live import LiveRegistry
 from ssr_engine.cli import main
 from ssr_engine.datagen.cards import iter_registry, make_queries
-from ssr_engine.errors import SsrError
+from ssr_engine.errors import IndexFormatError
+from ssr_engine.format import CARD_STORE, verify_index
+from ssr_engine.generations import read_commit
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _same(a, b):
@@ -31,36 +41,41 @@ def base(tmp_path_factory):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_random_writes_rank_as_the_reference_and_as_a_rebuild(tmp_path, base, seed):
     d, cards = base
-    import shutil
-
     shutil.copytree(d / "reg", tmp_path / "reg")
-    live = LiveRegistry.open(tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg", max_segments=3 + seed)  # merges happen along the way
     rng = random.Random(seed)
     extra = list(iter_registry(300, 10 + seed))
     current = {c.id: c for c in cards}
     queries = [q.text for q in make_queries(200, 30, seed)] + ["zzz nothing", "maps", "weather forecast"]
-    for step in range(40):
+    most_segments = 0
+    for step in range(24):
         r = rng.random()
-        if r < 0.35:  # a new card; ids with spaces and non-integer ids mixed in
-            c = dataclasses.replace(rng.choice(extra), id=rng.choice([f"new card {step}", f"n{step}", f"é{step}"]))
-            assert live.put(c) is False
-        elif r < 0.7 and current:
-            cid = rng.choice(sorted(current))
-            assert live.delete(cid) is True
-            del current[cid]
-            continue
+        if r < 0.3:  # new cards, one to three per commit; ids with spaces and non-integer ids mixed in
+            new = [dataclasses.replace(rng.choice(extra), id=rng.choice([f"new card {step}.{j}", f"n{step}.{j}",
+                                                                         f"é{step}.{j}"])) for j in range(3)]
+            new = list({c.id: c for c in new}.values())
+            report = live.put_many(new)
+            assert report["added"] == len(new) and report["replaced"] == 0
+            current.update((c.id, c) for c in new)
+        elif r < 0.6 and current:
+            gone = rng.sample(sorted(current), 2)
+            assert live.delete_many(gone + ["never there"])["deleted"] == 2
+            for cid in gone:
+                del current[cid]
         else:  # replace an existing card with other text
             cid = rng.choice(sorted(current))
             c = dataclasses.replace(rng.choice(extra), id=cid)
             assert live.put(c) is True
-        current[c.id] = c
-        if step % 8 == 7:
+            current[cid] = c
+        most_segments = max(most_segments, len(live.view().stores))
+        if step % 6 == 5:
             ref = Registry.from_cards(list(current.values()))
             for q in queries:
                 for k in (1, 10, None):
                     _same(live.discover(q, k, with_cards=False), ref.discover(q, k, with_cards=False))
-    assert len(live) == len(current) and live.version == sum(1 for _ in open(tmp_path / "reg" / JOURNAL))
-    # the same cards built from scratch: identical pools, bit for bit, and identical explanations
+    assert len(live) == len(current) and set(c.id for c in live.cards()) == set(current)
+    assert most_segments <= live.max_segments and verify_index(tmp_path / "reg") == []
+    # the same cards built from scratch: identical pools, bit for bit, identical cards and explanations
     write_cards(list(current.values()), tmp_path / "live.jsonl")
     build_registry(tmp_path / "live.jsonl", tmp_path / "rebuilt")
     rebuilt = Registry.open(tmp_path / "rebuilt")
@@ -70,7 +85,7 @@ def test_random_writes_rank_as_the_reference_and_as_a_rebuild(tmp_path, base, se
         assert [c.original() for c in a.cards] == [c.original() for c in b.cards]
         for cid in b.ids[:3]:
             assert live.explain(q, cid) == rebuilt.explain(q, cid)
-    # a restart replays the journal to the same state
+    # another process (a new registry object) reads the same commit
     again = LiveRegistry.open(tmp_path / "reg")
     assert again.version == live.version
     for q in queries:
@@ -98,16 +113,18 @@ def test_cli_add_and_remove(tmp_path, capsys):
     write_cards(cards[40:], tmp_path / "b.jsonl")
     assert main(["agents", "build", "--cards", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "reg")]) == 0
     assert main(["agents", "add", "--index", str(tmp_path / "reg"), "--cards", str(tmp_path / "b.jsonl")]) == 0
-    assert "10 cards added, 0 replaced; the registry holds 50 cards" in capsys.readouterr().out
+    assert "10 cards added, 0 replaced; the registry holds 50 cards (generation 2)" in capsys.readouterr().out
     ids = tmp_path / "ids.txt"
     ids.write_text(f"{cards[0].id}\n\n{cards[45].id}\n")
     assert main(["agents", "remove", "--index", str(tmp_path / "reg"), "--ids", str(ids)]) == 0
-    assert "2 cards removed; the registry holds 48 cards" in capsys.readouterr().out
+    assert "2 cards removed; the registry holds 48 cards (generation 3)" in capsys.readouterr().out
     ids.write_text(f"{cards[1].id}\nnot there\n")
     assert main(["agents", "remove", "--index", str(tmp_path / "reg"), "--ids", str(ids)]) == 2
     err = capsys.readouterr().err
     assert f"{ids}:2: no card 'not there'" in err and "nothing removed" in err
     assert cards[1].id in LiveRegistry.open(tmp_path / "reg")
+    assert main(["verify", str(tmp_path / "reg")]) == 0
+    capsys.readouterr()
     live_cards = cards[1:45] + cards[46:]
     ref = Registry.from_cards(live_cards)
     q = make_queries(50, 5, 1)[0].text
@@ -115,34 +132,53 @@ def test_cli_add_and_remove(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     expected = ref.discover(q, 10)
     assert [e["id"] for e in out["pool"]] == expected.ids and [e["score"] for e in out["pool"]] == expected.scores
+    # a bad card in --cards names its file and line; nothing is written
+    (tmp_path / "bad.jsonl").write_text('{"name": "ok", "description": "fine"}\n{"name": 5}\n')
+    before = read_commit(tmp_path / "reg").generation
+    assert main(["agents", "add", "--index", str(tmp_path / "reg"), "--cards", str(tmp_path / "bad.jsonl")]) == 2
+    assert f"{tmp_path / 'bad.jsonl'}:2" in capsys.readouterr().err
+    assert read_commit(tmp_path / "reg").generation == before
 
 
-def test_torn_journal_line_is_ignored_and_corrupt_lines_are_errors(tmp_path):
-    cards = list(iter_registry(20, 2))
-    build_registry(cards, tmp_path / "reg")
+def test_every_segment_has_its_card_store_and_verify_checks_it(tmp_path):
+    cards = list(iter_registry(40, 6))
+    build_registry(cards[:30], tmp_path / "reg")
     live = LiveRegistry.open(tmp_path / "reg")
-    live.delete(cards[0].id)
-    journal = tmp_path / "reg" / JOURNAL
-    with open(journal, "a") as f:
-        f.write('{"op": "delete", "id": "' + cards[1].id)  # a write that never returned
-    again = LiveRegistry.open(tmp_path / "reg")
-    assert cards[1].id in again and cards[0].id not in again and again.version == 1
-    journal.write_text('{"op": "delete", "id": "x"}\nnot json\n')
-    with pytest.raises(SsrError, match=rf"{JOURNAL}:2: corrupt journal record"):
-        LiveRegistry.open(tmp_path / "reg")
+    live.put_many(cards[30:])
+    commit = read_commit(tmp_path / "reg")
+    assert len(commit.segments) == 2
+    stores = [tmp_path / "reg" / ref.name / CARD_STORE for ref in commit.segments]
+    assert all(p.is_file() for p in stores)
+    assert verify_index(tmp_path / "reg") == []
+    data = bytearray(stores[1].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    stores[1].write_bytes(bytes(data))
+    problems = verify_index(tmp_path / "reg")
+    assert len(problems) == 1 and CARD_STORE in problems[0] and "checksum" in problems[0]
+    # open does not hash every file (verify does); a store it cannot read is an error naming it, never a crash
+    stores[1].write_bytes(bytes(data[: len(data) // 3]))
+    with pytest.raises(IndexFormatError, match=CARD_STORE):
+        LiveRegistry.open(tmp_path / "reg").discover(cards[35].description, 5)
 
 
-def test_bm25_registries_refuse_writes(tmp_path):
+def test_bm25_registries_take_writes_and_rank_as_a_rebuild(tmp_path):
+    cards = list(iter_registry(40, 0))
     src = tmp_path / "c.jsonl"
-    write_cards(list(iter_registry(10, 0)), src)
+    write_cards(cards[:30], src)
     build_registry(src, tmp_path / "reg", scoring="bm25")
     live = LiveRegistry.open(tmp_path / "reg")
-    with pytest.raises(SsrError, match="live updates need an SSR registry"):
-        live.put(read_cards(src)[0])
-    assert not (tmp_path / "reg" / JOURNAL).exists()
+    assert live.scoring == "bm25"
+    live.put_many(cards[30:])
+    live.delete_many([cards[0].id, cards[31].id])
+    live_cards = cards[1:31] + cards[32:]
+    write_cards(live_cards, tmp_path / "live.jsonl")
+    build_registry(tmp_path / "live.jsonl", tmp_path / "rebuilt", scoring="bm25")
+    rebuilt = Registry.open(tmp_path / "rebuilt")
+    for q in [q.text for q in make_queries(40, 15, 0)]:
+        _same(live.discover(q, 10, with_cards=False), rebuilt.discover(q, 10, with_cards=False))
 
 
-def test_a_forced_rebuild_starts_without_the_old_journal(tmp_path):
+def test_a_forced_rebuild_replaces_the_live_registry(tmp_path):
     cards = list(iter_registry(30, 0))
     write_cards(cards, tmp_path / "c.jsonl")
     assert main(["agents", "build", "--cards", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "reg")]) == 0
@@ -151,4 +187,42 @@ def test_a_forced_rebuild_starts_without_the_old_journal(tmp_path):
     assert main(["agents", "build", "--cards", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "reg"),
                  "--force"]) == 0
     rebuilt = LiveRegistry.open(tmp_path / "reg")
-    assert len(rebuilt) == 30 and rebuilt.version == 0 and cards[1].id in rebuilt
+    assert len(rebuilt) == 30 and cards[1].id in rebuilt and len(rebuilt.view().stores) == 1
+
+
+_CRASH = """
+import os, sys
+import ssr_engine.live as live
+from ssr_engine.agents.cards import read_cards
+from ssr_engine.agents.live import LiveRegistry
+
+def crash(*args, **kwargs):  # the segment is staged; the process dies before the commit point is written
+    os._exit(9)
+
+live._commit = crash
+LiveRegistry.open(sys.argv[1]).put_many(read_cards(sys.argv[2]))
+"""
+
+
+def test_a_crash_mid_write_leaves_the_last_commit(tmp_path):
+    cards = list(iter_registry(40, 8))
+    build_registry(cards[:30], tmp_path / "reg")
+    live = LiveRegistry.open(tmp_path / "reg")
+    live.delete(cards[0].id)
+    before = read_commit(tmp_path / "reg")
+    write_cards([dataclasses.replace(c, description="crash probe " + c.description) for c in cards[30:]],
+                tmp_path / "more.jsonl")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path / "reg"), str(tmp_path / "more.jsonl")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 9, r.stderr
+    assert read_commit(tmp_path / "reg") == before
+    assert verify_index(tmp_path / "reg") == []
+    after = LiveRegistry.open(tmp_path / "reg")
+    ref = Registry.from_cards(cards[1:30])
+    for q in [c.description for c in cards[:40:3]] + ["crash probe"]:
+        _same(after.discover(q, 10, with_cards=False), ref.discover(q, 10, with_cards=False))
+    # the next writer cleans the dead one's staging and writes
+    after.put_many(read_cards(tmp_path / "more.jsonl"))
+    assert len(after) == 39 and verify_index(tmp_path / "reg") == []
+    assert not [p for p in (tmp_path / "reg").iterdir() if p.name.startswith(".staging")]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -86,7 +87,8 @@ def test_discover_equals_the_library_and_returns_cards_verbatim(served):
     ref = Registry.from_cards(served.cards)
     queries = [q.text for q in make_queries(150, 20, 4)] + ["zip code weather", "book a flight to Lisbon"]
     with httpx.Client(base_url=served.url) as c:
-        assert c.get("/health").json() == {"status": "ok", "cards": len(served.cards), "version": 0, "scoring": "ssr"}
+        assert c.get("/health").json() == {"status": "ok", "cards": len(served.cards), "version": 1,
+                                           "scoring": "ssr"}  # the build's commit
         for q in queries:
             r = c.post("/discover", json={"query": q, "k": 7})
             assert r.status_code == 200
@@ -121,7 +123,7 @@ def test_card_ids_in_paths_and_writes(served):
         assert c.put(_path(odd), json=card).status_code == 401
         assert c.put(_path(odd), json=card, headers={"Authorization": "Bearer wrong"}).status_code == 401
         r = c.put(_path(odd), json=card, headers=AUTH)
-        assert r.status_code == 201 and r.json() == {"id": odd, "created": True, "version": 1}
+        assert r.status_code == 201 and r.json() == {"id": odd, "created": True, "version": 2}
         # visible to the very next request
         assert c.post("/discover", json={"query": "rain radar", "k": 1}).json()["pool"][0]["id"] == odd
         assert c.get(_path(odd)).json() == card
@@ -132,10 +134,11 @@ def test_card_ids_in_paths_and_writes(served):
         top = c.post("/discover", json={"query": "rain radar", "k": 1}).json()["pool"][0]
         assert top["id"] == odd and top["matches"] == 1 and top["card"] == card2  # "rain" is gone
         assert c.delete(_path(odd)).status_code == 401
-        assert c.delete(_path(odd), headers=AUTH).json() == {"id": odd, "deleted": True, "version": 3}
+        assert c.delete(_path(odd), headers=AUTH).json() == {"id": odd, "deleted": True, "version": 4}
         assert c.get(_path(odd)).status_code == 404
         assert c.delete(_path(odd), headers=AUTH).status_code == 404
-        assert c.get("/health").json()["version"] == 3
+        assert c.get("/health").json() == {"status": "ok", "cards": len(served.cards), "version": 4,
+                                           "scoring": "ssr"}
 
 
 @pytest.mark.parametrize(
@@ -159,7 +162,7 @@ def test_bad_requests_are_4xx_json(served, method, path, kwargs, status, fragmen
         r = getattr(c, method)(path, **kwargs)
         assert r.status_code == status
         assert fragment in r.json()["error"]
-        assert c.get("/health").json()["version"] == 0  # nothing was written
+        assert c.get("/health").json()["version"] == 1  # nothing was written
 
 
 def test_streamed_body_over_the_limit_is_refused(served):
@@ -224,7 +227,7 @@ def test_eight_readers_and_a_writer_every_answer_is_a_committed_state(tmp_path):
     queries = [q.text for q in make_queries(120, 6, 9)] + ["zip code weather"]
     extra = list(iter_registry(60, 99))
     state = {c.id: c for c in cards}
-    snapshots = {0: dict(state)}
+    snapshots = {registry.version: dict(state)}
     seen: list[tuple[int, str, list, list]] = []
     errors: list[str] = []
     stop = threading.Event()
@@ -280,9 +283,35 @@ def test_eight_readers_and_a_writer_every_answer_is_a_committed_state(tmp_path):
         assert (ids, scores) == (expected.ids, expected.scores), (version, q)
 
 
-def read_cards_from(card, new_id):
-    import dataclasses
+def test_other_processes_writes_are_shown_by_the_timer(tmp_path):
+    """A write by another process (here another registry object on the same directory, as
+    `ssr agents add` would make) is picked up by the server's refresh timer."""
+    cards = _build(tmp_path, n=30, seed=2)
+    s = Served(create_app(LiveRegistry.open(tmp_path / "reg"), refresh=0.02))
+    other = LiveRegistry.open(tmp_path / "reg")
+    try:
+        with httpx.Client(base_url=s.url) as c:
+            assert c.post("/discover", json={"query": "zqxv lighthouse", "k": 3}).json()["pool"] == []
+            new = dataclasses.replace(cards[0], id="outside", description="zqxv lighthouse keeper")
+            version = other.put_many([new])["version"]
+            deadline = time.monotonic() + 10
+            while True:
+                body = c.post("/discover", json={"query": "zqxv lighthouse", "k": 3}).json()
+                if body["pool"]:
+                    break
+                assert time.monotonic() < deadline, "another process's write never became visible"
+                time.sleep(0.01)
+            assert body["version"] == version and body["pool"][0]["id"] == "outside"
+            ref = Registry.from_cards(cards + [new])
+            q = "zqxv lighthouse " + cards[3].description
+            got = c.post("/discover", json={"query": q, "k": 10}).json()["pool"]
+            expected = ref.discover(q, 10)
+            assert [(e["id"], e["score"]) for e in got] == list(zip(expected.ids, expected.scores, strict=True))
+    finally:
+        s.close()
 
+
+def read_cards_from(card, new_id):
     return dataclasses.replace(card, id=new_id)
 
 

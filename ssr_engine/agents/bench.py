@@ -193,6 +193,7 @@ def run_bench(
     out_dir: str | os.PathLike[str],
     *,
     metatool: str | os.PathLike[str] | None = None,
+    use_metatool: bool | None = None,
     methods: Sequence[str] = ("ssr", "bm25"),
     ks: Sequence[int] = DEFAULT_KS,
     pool_k: int = 20,
@@ -204,7 +205,12 @@ def run_bench(
     max_queries: int | None = None,
     workdir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark and write `agents-bench.json` and `agents-bench.md` into out_dir."""
+    """Run the benchmark and write `agents-bench.json` and `agents-bench.md` into out_dir.
+
+    MetaTool is read from `metatool` (a directory of the original files), or from the copy bundled
+    with the package when `use_metatool` is True and no directory is given; it is skipped when
+    `use_metatool` is False, or None without a directory."""
+    use_metatool = metatool is not None if use_metatool is None else use_metatool
     from contextlib import nullcontext
 
     from ..atomic import write_text
@@ -217,15 +223,15 @@ def run_bench(
     # without a workdir the indexes go to a private scratch folder inside out_dir (removed at the
     # end, or by the next run if this one is killed); nothing already in out_dir is touched
     with nullcontext(Path(workdir)) if workdir else scratch_dir(out, ".agents-bench-") as work:
-        report = _run(work, metatool, synthetic_cards, synthetic_queries, latency_cards, latency_queries,
+        report = _run(work, metatool, use_metatool, synthetic_cards, synthetic_queries, latency_cards, latency_queries,
                       max_queries, methods, ks, pool_k, seed)
     write_text(out / "agents-bench.json", json.dumps(report, indent=2) + "\n")
     write_text(out / "agents-bench.md", markdown(report))
     return report
 
 
-def _run(work: Path, metatool: Any, synthetic_cards: int, synthetic_queries: int, latency_cards: int,
-         latency_queries: int, max_queries: int | None, methods: Any, ks: Any, pool_k: int,
+def _run(work: Path, metatool: Any, use_metatool: bool, synthetic_cards: int, synthetic_queries: int,
+         latency_cards: int, latency_queries: int, max_queries: int | None, methods: Any, ks: Any, pool_k: int,
          seed: int) -> dict[str, Any]:
     options = {"ks": tuple(ks), "pool_k": pool_k, "seed": seed}
     report: dict[str, Any] = {
@@ -235,7 +241,7 @@ def _run(work: Path, metatool: Any, synthetic_cards: int, synthetic_queries: int
         },
         "registries": [],
     }
-    if metatool is not None:
+    if use_metatool:
         cards, queries = load_metatool(metatool, max_queries)
         report["registries"].append(bench_registry("metatool", cards, queries, methods, work, **options))
     if synthetic_cards > 0 and synthetic_queries > 0:

@@ -25,13 +25,13 @@ from ..format import CARD_STORE, CARD_STORE_FORMAT
 from ..retrieval import Retriever, SearchResult, check_k
 from .cards import AgentCard, capability_values, card_document, iter_cards, parse_card, unique_cards
 
-CARD_CACHE = 4096
-JOURNAL = "agent_updates.jsonl"  # live writes since the build (`agents.live`)  # parsed cards kept per store
+CARD_CACHE = 4096  # parsed cards kept per store
 
 
 @dataclass(frozen=True)
 class Pool:
-    """The candidates for one query, best first, with the cards themselves."""
+    """The candidates for one query, best first, with the cards themselves (and, from a live
+    registry, the commit's generation and the cards' published texts when asked)."""
 
     query: str
     k: int | None
@@ -39,6 +39,8 @@ class Pool:
     scores: list[float]
     matches: list[int]
     cards: list[AgentCard]
+    version: int | None = None
+    texts: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -82,6 +84,10 @@ class CardStore:
 
     def ids(self) -> list[str]:
         return list(self._ids)
+
+    def row(self, card_id: str) -> int | None:
+        """The row (= the segment's document) of the card with this id, or None."""
+        return self._row.get(card_id)
 
     def text(self, card_id: str) -> str:
         """The card's published JSON text (no parsing)."""
@@ -258,7 +264,7 @@ def build_registry(
     with scratch_dir(out.parent, f".{out.name}.agents-") as work:
         docs, store = work / "documents.jsonl", work / CARD_STORE
         seen = _Counted(unique_cards(source, on_duplicate))
-        _write_both(seen, docs, store)
+        write_documents_and_store(seen, docs, store)
         if seen.n == 0:
             raise SsrError(f"{cards if isinstance(cards, (str, os.PathLike)) else 'cards'}: no cards")
         try:
@@ -266,14 +272,10 @@ def build_registry(
             build_index(docs, out, fmt="jsonl-any-id", scoring=scoring, force=force, quiet=quiet,
                         extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}, **build_options)
         except InputError as exc:
-            if Path(exc.path) != docs:
+            told = build_error(exc, docs, seen.sources)
+            if told is exc:
                 raise
-            # never name the internal documents file: line n of it is the n-th card
-            where = seen.sources[exc.line - 1] if exc.line and exc.line <= len(seen.sources) else "cards"
-            raise SsrError(f"{where}: {str(exc).split(': ', 1)[-1]}") from exc
-        # live writes journaled against the replaced build do not apply to this one (the journal is
-        # the engine's own file; a crash just before this line would leave it to be replayed)
-        (out / JOURNAL).unlink(missing_ok=True)
+            raise told from exc
     return out
 
 
@@ -293,8 +295,8 @@ class _Counted:
         return card
 
 
-def _write_both(cards: Iterable[AgentCard], docs: Path, store: Path) -> None:
-    """Documents JSONL and card store in one pass (the store writer pulls, the docs are a side effect)."""
+def write_documents_and_store(cards: Iterable[AgentCard], docs: Path, store: Path) -> int:
+    """The build's JSONL documents and the card store in one pass (same order: row = document)."""
     with open(docs, "w", encoding="utf-8") as f:
 
         def tee() -> Iterable[AgentCard]:
@@ -303,4 +305,13 @@ def _write_both(cards: Iterable[AgentCard], docs: Path, store: Path) -> None:
                 f.write("\n")
                 yield card
 
-        write_card_store(tee(), store)
+        return write_card_store(tee(), store)
+
+
+def build_error(exc: SsrError, docs: Path, sources: Sequence[str]) -> SsrError:
+    """An error of the build over the internal documents file, told as the card it came from
+    (line n of that file is the n-th card); other errors as they are."""
+    if not isinstance(exc, InputError) or Path(exc.path) != docs:
+        return exc
+    where = sources[exc.line - 1] if exc.line and exc.line <= len(sources) else "cards"
+    return SsrError(f"{where}: {str(exc).split(': ', 1)[-1]}")

@@ -12,11 +12,12 @@ HTTP (FastAPI under uvicorn; OpenAPI at /openapi.json, docs at /docs):
 MCP (the official `mcp` SDK): streamable HTTP at /mcp on the same server, or stdio with
 `--stdio`; tools `discover(query, k)` (the pool with cards) and `get_card(id)`.
 
-Every request is answered on the event loop thread, one at a time: a discovery takes well
-under a millisecond at 100,000 cards, and serialising reads and writes makes each answer
-see exactly one version of the registry (`version` counts the writes) and each write
-visible to the next request. Writes need `Authorization: Bearer TOKEN` when a token is
-set. Request bodies are bounded (413), bad input is a 4xx with `{"error": "..."}`.
+The registry is live (`agents.live`): each answer reads one commit (`version` is its generation);
+a write (PUT, DELETE) is a `LiveIndex` commit made off the event loop, and the server shows it
+before it answers, so the write is visible to the next request; commits of other processes
+(`ssr agents add`, another server) are picked up by a timer (`refresh`, default every 50 ms).
+Writes need `Authorization: Bearer TOKEN` when a token is set. Request bodies are bounded (413),
+bad input is a 4xx with `{"error": "..."}`.
 """
 
 
@@ -34,7 +35,7 @@ from urllib.parse import unquote
 from ..errors import InputError, SsrError
 from .cards import parse_card
 from .discovery import Pool
-from .live import LiveRegistry
+from .live import LiveRegistry, View
 
 SERVE_EXTRA = "pip install 'ssr_engine[serve]' (fastapi, uvicorn, mcp)"
 MAX_QUERY_CHARS = 10_000
@@ -47,17 +48,28 @@ def _need(module: str) -> None:
         raise SsrError(f"`ssr agents serve` needs {module}: {SERVE_EXTRA}")
 
 
-def pool_json(registry: LiveRegistry, pool: Pool, explain: bool = False) -> str:
-    """The pool as JSON text; each card is spliced in as published (verbatim, never re-encoded)."""
+def pool_json(view: View, query: str, k: int, explain: bool = False) -> str:
+    """The pool of one commit as JSON text; each card is spliced in as published (verbatim, never re-encoded)."""
+    pool: Pool = view.discover(query, k, with_cards=False, with_texts=True)
     entries = []
-    for cid, score, matches in zip(pool.ids, pool.scores, pool.matches, strict=True):
+    for cid, score, matches, text in zip(pool.ids, pool.scores, pool.matches, pool.texts or [], strict=True):
         head = f'{{"id": {json.dumps(cid)}, "score": {json.dumps(score)}, "matches": {matches}'
         if explain:
-            signals = [{"signal": s, "weight": w} for s, w in registry.explain(pool.query, cid)]
+            signals = [{"signal": s, "weight": w} for s, w in view.explain(pool.query, cid)]
             head += f', "signals": {json.dumps(signals)}'
-        entries.append(f'{head}, "card": {registry.card_text(cid)}}}')
-    return (f'{{"query": {json.dumps(pool.query)}, "k": {json.dumps(pool.k)}, "version": {registry.version}, '
+        entries.append(f'{head}, "card": {text}}}')
+    return (f'{{"query": {json.dumps(pool.query)}, "k": {json.dumps(pool.k)}, "version": {view.version}, '
             f'"pool": [{", ".join(entries)}]}}')
+
+
+async def refresher(registry: LiveRegistry, interval: float) -> None:
+    """Show other processes' commits: check the commit point's number every `interval` seconds."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await asyncio.to_thread(registry.refresh)
+        except SsrError as exc:  # a broken newer commit: keep answering from the last good one
+            print(f"ssr: {exc}", file=sys.stderr)
 
 
 class _BodyLimit:
@@ -111,8 +123,9 @@ async def _send_error(send: Callable[[dict[str, Any]], Awaitable[None]], status:
     await send({"type": "http.response.body", "body": body})
 
 
-def create_mcp(registry: LiveRegistry, max_k: int = 1000) -> Any:
-    """The MCP server (tools `discover` and `get_card`) over `registry`."""
+def create_mcp(registry: LiveRegistry, max_k: int = 1000, refresh: bool = False) -> Any:
+    """The MCP server (tools `discover` and `get_card`) over `registry`; `refresh`: look for a newer
+    commit before each call (on stdio, where no timer runs)."""
     _need("mcp")
     import importlib
 
@@ -139,11 +152,14 @@ def create_mcp(registry: LiveRegistry, max_k: int = 1000) -> Any:
             raise ToolError(f"k must be in 1..{max_k}, got {k}")
         if len(query) > MAX_QUERY_CHARS:
             raise ToolError(f"query longer than {MAX_QUERY_CHARS} characters")
-        pool = registry.discover(query, k, with_cards=False)
-        return json.loads(pool_json(registry, pool))
+        if refresh:
+            await asyncio.to_thread(registry.refresh)
+        return json.loads(pool_json(registry.view(), query, k))
 
     @server.tool(name="get_card", description="The card with this id, as published.")
     async def get_card(id: str) -> dict[str, Any]:  # noqa: A002 - the tool's parameter is called id
+        if refresh:
+            await asyncio.to_thread(registry.refresh)
         try:
             return json.loads(registry.card_text(id))
         except KeyError:
@@ -161,8 +177,10 @@ def create_app(
     max_body: int = 1 << 20,
     mcp: bool = True,
     host: str = "127.0.0.1",
+    refresh: float | None = 0.05,
 ) -> Any:
-    """The ASGI app: the HTTP JSON API, and MCP at /mcp (streamable HTTP) when `mcp`."""
+    """The ASGI app: the HTTP JSON API, and MCP at /mcp (streamable HTTP) when `mcp`; other
+    processes' writes are shown within `refresh` seconds (None: never)."""
     _need("fastapi")
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
@@ -175,11 +193,16 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        if mcp_server is not None:
-            async with mcp_server.session_manager.run():
+        task = asyncio.create_task(refresher(registry, refresh)) if refresh else None
+        try:
+            if mcp_server is not None:
+                async with mcp_server.session_manager.run():
+                    yield
+            else:
                 yield
-        else:
-            yield
+        finally:
+            if task is not None:
+                task.cancel()
 
     app = FastAPI(
         title="SSR agent discovery",
@@ -242,8 +265,7 @@ def create_app(
               responses={200: {"description": "`{query, k, version, pool: [{id, score, matches, card, "
                                               "signals?}]}` in SSR order; cards as published"}})
     async def discover(body: DiscoverRequest) -> Response:
-        pool = registry.discover(body.query, body.k, with_cards=False)
-        return Response(pool_json(registry, pool, body.explain), media_type="application/json")
+        return Response(pool_json(registry.view(), body.query, body.k, body.explain), media_type="application/json")
 
     @app.get("/cards/{card_id:path}", summary="One card, as published")
     async def get_card(request: Request, card_id: str) -> Response:
@@ -276,14 +298,12 @@ def create_app(
         except InputError as exc:
             return error(400, str(exc))
         try:
-            replaced = registry.put(card, sync=False)
+            # committed (durable) and shown off the event loop: other requests are answered meanwhile
+            report = await asyncio.to_thread(registry.put_many, [card])
         except SsrError as exc:
             return error(409, str(exc))
-        version = registry.version
-        # visible now; acknowledged once durable. The fsync runs off the event loop, so other
-        # requests are answered meanwhile
-        await asyncio.to_thread(registry.sync)
-        body = json.dumps({"id": cid, "created": not replaced, "version": version})
+        replaced = report["replaced"] > 0
+        body = json.dumps({"id": cid, "created": not replaced, "version": report["version"]})
         return Response(body, status_code=200 if replaced else 201, media_type="application/json")
 
     @app.delete("/cards/{card_id:path}", summary="Remove a card")
@@ -291,18 +311,18 @@ def create_app(
         authorize(request)
         cid = card_id_of(request)
         try:
-            deleted = registry.delete(cid, sync=False)
+            report = await asyncio.to_thread(registry.delete_many, [cid])
         except SsrError as exc:
             return error(409, str(exc))
-        if not deleted:
+        if not report["deleted"]:
             return error(404, f"no card with id {cid!r}")
-        version = registry.version
-        await asyncio.to_thread(registry.sync)
-        return Response(json.dumps({"id": cid, "deleted": True, "version": version}), media_type="application/json")
+        return Response(json.dumps({"id": cid, "deleted": True, "version": report["version"]}),
+                        media_type="application/json")
 
     @app.get("/health", summary="Liveness and registry size")
     async def health() -> Health:
-        return Health(status="ok", cards=len(registry), version=registry.version, scoring=registry.scoring)
+        view = registry.view()
+        return Health(status="ok", cards=len(view), version=view.version, scoring=registry.scoring)
 
     if mcp_app is not None:
         app.router.routes.extend(mcp_app.routes)
@@ -327,7 +347,7 @@ def serve(
         raise SsrError(f"--port must be in 0..65535, got {port}")
     registry = LiveRegistry.open(index_dir)
     if stdio:
-        mcp_server = create_mcp(registry, max_k)
+        mcp_server = create_mcp(registry, max_k, refresh=True)
         mcp_server.run("stdio")
         return 0
     _need("uvicorn")

@@ -23,8 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.set_defaults(_action=_build)
 
     ad = sub.add_parser("add", help="add or replace cards in a registry (live: no rebuild)",
-                        description="Add cards to a registry, replacing cards with the same id; rankings are "
-                        "exactly those of a rebuild over the live cards. Writes are journaled in the registry.")
+                        description="Add cards to a registry, replacing cards with the same id, in one commit "
+                        "of the live index (a new segment; the old versions deleted); rankings are exactly those "
+                        "of a rebuild over the live cards.")
     ad.add_argument("--index", required=True, metavar="DIR", help="registry built by `ssr agents build`")
     ad.add_argument("--cards", required=True, metavar="PATH", help="JSONL file, .json file or folder of card files")
     ad.add_argument("--on-duplicate", choices=("error", "keep-last"), default="error",
@@ -86,7 +87,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        description="Recall@K, MRR, orchestrator outcomes, input size (SSR vs BM25) and latency; "
                        "writes agents-bench.json and agents-bench.md.")
     r.add_argument("--out", required=True, metavar="DIR", help="where to write the report")
-    r.add_argument("--metatool", metavar="DIR", help="MetaTool data (plugin_des.json, all_clean_data.csv)")
+    r.add_argument("--metatool", metavar="DIR", help="MetaTool data (plugin_des.json, all_clean_data.csv); "
+                   "default: the copy bundled with the package")
+    r.add_argument("--no-metatool", action="store_true", help="skip MetaTool")
+    r.add_argument("--quiet", action="store_true", help="no notices on stderr and no summary line")
     r.add_argument("--methods", default="ssr,bm25", help="preselection methods, comma-separated (default ssr,bm25)")
     r.add_argument("-k", "--ks", default="1,5,10,20", help="K values for Recall@K and MRR (default 1,5,10,20)")
     r.add_argument("--pool-k", type=int, default=20, help="pool size given to the orchestrator (default 20)")
@@ -186,8 +190,9 @@ def _add(args: argparse.Namespace) -> int:
 
     registry = open_registry(args.index)
     cards = read_cards(args.cards, args.on_duplicate)
-    replaced = sum(registry.put_many(cards))
-    print(f"{len(cards) - replaced} cards added, {replaced} replaced; the registry holds {len(registry)} cards")
+    report = registry.put_many(cards)
+    print(f"{report['added']} cards added, {report['replaced']} replaced; the registry holds {len(registry)} cards "
+          f"(generation {report['version']})")
     return 0
 
 
@@ -217,8 +222,9 @@ def _remove(args: argparse.Namespace) -> int:
         if absent:
             raise InputError(args.ids, lines[absent[0]], f"no card {absent[0]!r} in {args.index} "
                              f"({len(absent)} ids absent; --missing-ok to skip them); nothing removed")
-    missing = registry.delete_many(ids)
-    print(f"{len(set(ids)) - len(missing)} cards removed; the registry holds {len(registry)} cards")
+    report = registry.delete_many(ids)
+    print(f"{report['deleted']} cards removed; the registry holds {len(registry)} cards "
+          f"(generation {report['version']})")
     return 0
 
 
@@ -261,11 +267,15 @@ def _bench(args: argparse.Namespace) -> int:
     unknown = set(methods) - {"ssr", "bm25", "reference"}
     if unknown:
         raise SsrError(f"unknown method(s) {', '.join(sorted(unknown))} (choose from ssr, bm25, reference)")
+    if args.no_metatool and args.metatool:
+        raise SsrError("--metatool and --no-metatool: give one of them")
     run_bench(
-        args.out, metatool=args.metatool, methods=methods, ks=ks, pool_k=args.pool_k, seed=args.seed,
+        args.out, metatool=args.metatool, use_metatool=not args.no_metatool, methods=methods, ks=ks,
+        pool_k=args.pool_k, seed=args.seed,
         synthetic_cards=args.synthetic_cards, synthetic_queries=args.synthetic_queries,
         latency_cards=args.latency_cards, latency_queries=args.latency_queries, max_queries=args.max_queries,
         workdir=args.work,
     )
-    print(f"report: {args.out}/agents-bench.json, {args.out}/agents-bench.md")
+    if not args.quiet:
+        print(f"report: {args.out}/agents-bench.json, {args.out}/agents-bench.md")
     return 0
