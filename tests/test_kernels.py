@@ -298,3 +298,16 @@ def test_kernel_modules_import_only_kernels():
                 assert ok, f"{path.name} imports {'.' * node.level}{node.module}"
             elif isinstance(node, ast.Import):
                 assert all(a.name in ("numba", "numpy") for a in node.names), f"{path.name}: {ast.dump(node)}"
+
+
+def test_id_gather_serial_and_parallel_match_numpy():
+    # the serial path (single queries: no thread wake-up) and the parallel one gather the same rows
+    from ssr_engine.kernels import id_table
+
+    rng = np.random.default_rng(5)
+    table = rng.integers(48, 123, size=(1000, 7), dtype=np.uint8)
+    for n in (0, 10, id_table.PARALLEL_FROM + 3):
+        docs = rng.integers(0, 1000, size=n).astype(np.int64)
+        got = id_table.gather_ids_ucs4(table, docs)
+        assert got.shape == (n, 7) and got.dtype == np.uint32
+        assert np.array_equal(got, table[docs].astype(np.uint32))

@@ -5,19 +5,42 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+# Below this many ids the gather runs on the calling thread alone: waking Numba's OpenMP team for a
+# single query's ten ids cost 8 ms of CPU (20 ms wall under load) where the gather itself takes
+# microseconds (benchmarks/RESULTS.md, "Search core v2": BM25's 8.00 ms single-query floor).
+PARALLEL_FROM = 1 << 16
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _gather_row(table, docs, out, i):
+    d = docs[i]
+    for j in range(table.shape[1]):
+        out[i, j] = table[d, j]
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather_serial(table, docs):
+    out = np.empty((docs.shape[0], table.shape[1]), dtype=np.uint32)
+    for i in range(docs.shape[0]):
+        _gather_row(table, docs, out, i)
+    return out
+
 
 @nb.njit(cache=True, parallel=True)
+def _gather_parallel(table, docs):
+    out = np.empty((docs.shape[0], table.shape[1]), dtype=np.uint32)
+    for i in nb.prange(docs.shape[0]):
+        _gather_row(table, docs, out, i)
+    return out
+
+
 def gather_ids_ucs4(table, docs):
     """Rows `docs` of a fixed-width ASCII id table (uint8[N, w]) widened to UCS-4 code units.
 
-    The result (uint32[len(docs), w]) viewed as `<U{w}` is a NumPy str array of the ids: one
-    parallel pass, where building Python str objects one by one dominated batch search time.
+    The result (uint32[len(docs), w]) viewed as `<U{w}` is a NumPy str array of the ids: one pass
+    (parallel for large batches), where building Python str objects one by one dominated batch
+    search time.
     """
-    n = docs.shape[0]
-    w = table.shape[1]
-    out = np.empty((n, w), dtype=np.uint32)
-    for i in nb.prange(n):
-        d = docs[i]
-        for j in range(w):
-            out[i, j] = table[d, j]
-    return out
+    if docs.shape[0] < PARALLEL_FROM:
+        return _gather_serial(table, docs)
+    return _gather_parallel(table, docs)
