@@ -1,0 +1,271 @@
+"""The union read as term masks, ranked by levels instead of a heap (method `ssr`, DESIGN.md section 4).
+
+Same inputs and outputs as `ssr.search_batch`, the same results bit for bit; every posting is read.
+
+With binary signals a document's (score, matches) is a function of the set of query terms it
+holds: its *mask*, one bit per term in ascending weight order. For a query of m <= MAX_TERMS terms
+every mask's canonical score is tabled once (score[mask] = score[mask minus its highest bit] + the
+highest bit's weight: the ascending-weight sum, bit-identical to term-at-a-time accumulation), and
+the masks are sorted by (score desc, popcount desc) into *levels*: equal (score, matches) share a
+level, so the level orders documents exactly as the result order does up to the id.
+
+Per 16K-document block the postings only OR a bit into a uint16 mask per document (32 KiB: the
+accumulators stay in L1 where float sums and counts took L2). Then each touched document's level
+is compared with the bar: the best level L such that at least k documents seen so far lie at
+levels <= L. A document below the bar is beaten by k others on (score, matches) alone and is
+dropped without reading its id rank; the others go to a buffer (document, level). When the buffer
+fills it is cut to the bar, and the bar level's ties to the ones with the best id ranks (the only
+doc_rank reads). At the end the survivors are ordered by (level, id rank). No heap: at K=1000 the
+union kernel spent most of its time sifting ties through one.
+
+Queries of more than MAX_TERMS terms, and k <= 0 (every candidate), take `ssr._search_one`.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .candidates import CorruptIndexData, cap_k, region_offsets
+from .ssr import DEFAULT_BLOCK, _search_one
+from .topk import check_key_range, compact_failed, doc_key
+
+# 2**12 masks per query: tabling and sorting them costs ~tens of microseconds at 12 terms, far
+# below such a query's postings; masks fit uint16
+MAX_TERMS = 12
+_MASKS = 1 << MAX_TERMS
+# buffer entries per thread (at least 4 k): a cut keeps at most k, so a full buffer always empties
+_BUFFER = 4096
+
+
+@nb.njit(cache=True, nogil=True)
+def _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop):
+    """Score and popcount of every mask of m terms; level[mask] (0 = best); returns the level count.
+
+    score float64[>= 2**m], pop int32, level int32; lvl_score/lvl_pop: each level's (score, matches).
+    """
+    nm = 1 << m
+    score[0] = 0.0
+    pop[0] = 0
+    hb = 0
+    for mask in range(1, nm):
+        if mask >= (2 << hb):
+            hb += 1
+        rest = mask ^ (1 << hb)
+        score[mask] = score[rest] + q_weights[a + hb]  # the highest (heaviest) bit added last
+        pop[mask] = pop[rest] + 1
+    # masks 1..nm-1 by score desc, then popcount desc: sort on (-score) then stable on ties
+    order = np.argsort(-score[1:nm], kind="mergesort") + 1
+    # within a run of equal scores, more matches first (runs are short: insertion sort)
+    n = nm - 1
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and score[order[j]] == score[order[i]]:
+            j += 1
+        for u in range(i + 1, j):
+            v = order[u]
+            w = u
+            while w > i and pop[order[w - 1]] < pop[v]:
+                order[w] = order[w - 1]
+                w -= 1
+            order[w] = v
+        i = j
+    nl = 0
+    for u in range(n):
+        msk = order[u]
+        if u == 0 or score[msk] != lvl_score[nl - 1] or pop[msk] != lvl_pop[nl - 1]:
+            lvl_score[nl] = score[msk]
+            lvl_pop[nl] = pop[msk]
+            nl += 1
+        level[msk] = nl - 1
+    return nl
+
+
+@nb.njit(cache=True, nogil=True)
+def _cut(bd, bl, bk, nb_, bar, keep_tied, doc_rank):
+    """Keep buffer entries of level < bar, and the `keep_tied` entries of level == bar with the
+    smallest id ranks (their keys are read here); returns the new entry count."""
+    tied = 0
+    for i in range(nb_):
+        if bl[i] == bar:
+            bk[tied] = doc_key(doc_rank[bd[i]], bd[i])
+            tied += 1
+    cut = np.sort(bk[:tied])[keep_tied - 1] if tied > keep_tied else np.int64(1) << 62
+    n = 0
+    j = 0
+    for i in range(nb_):  # in place: position n never passes position i
+        lv = bl[i]
+        if lv == bar:
+            keep = bk[j] <= cut
+            j += 1
+        else:
+            keep = lv < bar
+        if keep:
+            bd[n] = bd[i]
+            bl[n] = lv
+            n += 1
+    return n
+
+
+@nb.njit(cache=True, nogil=True)
+def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, block, cap, live,
+                mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop, hist, buf,
+                base, res_d, res_s, res_m):
+    """One query of 1..MAX_TERMS terms, cap >= 1; results best first in res_*[base:base + cap].
+
+    mask uint16[block] must be zero and is left zero. buf = (docs int64, levels int32, keys
+    int64) of equal length >= 4 cap. Returns the result count, or -1 for corrupt postings.
+    """
+    bd, bl, bk = buf
+    a = q_offsets[q]
+    m = q_offsets[q + 1] - a
+    nl = _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop)
+    hist[:nl] = 0
+    bar = nl - 1
+    cum = 0  # buffered documents at levels <= bar
+    nbuf = 0
+    for j in range(m):
+        t = q_terms[a + j]
+        cur[j] = indptr[t]
+        end[j] = indptr[t + 1]
+        last[j] = -1
+    while True:
+        lo = n_docs
+        left = False
+        for j in range(m):
+            if cur[j] < end[j]:
+                left = True
+                d = np.int64(docs[cur[j]])
+                if d < lo:
+                    lo = d
+        if lo >= n_docs:
+            if left:
+                return -1
+            break
+        hi = min(lo + block, n_docs)
+        nt = 0
+        for j in range(m):
+            bit = np.uint16(1 << j)
+            c = cur[j]
+            e = end[j]
+            prev = last[j]
+            while c < e:
+                d = np.int64(docs[c])
+                if d >= hi:
+                    break
+                if d <= prev:  # strictly ascending postings (hence d >= lo): keeps x in range
+                    return -1
+                prev = d
+                x = d - lo
+                old = mask[x]
+                touched[nt] = x
+                nt += np.int64(old == 0)  # branch-free first touch, as in ssr._search_one
+                mask[x] = old | bit
+                c += 1
+            cur[j] = c
+            last[j] = prev
+        for i in range(nt):
+            x = touched[i]
+            lv = level[mask[x]]
+            mask[x] = 0
+            if lv > bar or (live.shape[0] != 0 and not live[lo + x]):
+                continue
+            if nbuf == bd.shape[0]:
+                # cut to the bar: at most cap entries stay, and the buffer holds >= 4 cap (see _BUFFER)
+                nbuf = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
+                if cum > cap:
+                    hist[bar] -= cum - cap
+                    cum = cap
+            bd[nbuf] = lo + x
+            bl[nbuf] = lv
+            nbuf += 1
+            hist[lv] += 1
+            cum += 1
+            while cum - hist[bar] >= cap:
+                cum -= hist[bar]
+                bar -= 1
+    nbuf = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
+    # rank order: (level, id rank); keys double as the heap's keys in res_d
+    for i in range(nbuf):
+        bk[i] = doc_key(doc_rank[bd[i]], bd[i])
+    order = np.argsort((bl[:nbuf].astype(np.int64) << 32) | (bk[:nbuf] >> 32))
+    for i in range(nbuf):
+        e = order[i]
+        res_s[base + i] = lvl_score[bl[e]]
+        res_m[base + i] = lvl_pop[bl[e]]
+        res_d[base + i] = bk[e]
+    return nbuf
+
+
+@nb.njit(cache=True, parallel=True)
+def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block, n_chunks, live,
+                  buffer):
+    nq = q_offsets.shape[0] - 1
+    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
+    longest = 1
+    for q in range(nq):
+        longest = max(longest, q_offsets[q + 1] - q_offsets[q])
+    width = min(block, max(n_docs, 1))
+    # the heap union's accumulators, only when some query takes it (allocated, not reassigned, in the
+    # parallel loop: a conditional reassignment there miscompiled)
+    heap_width = width if k <= 0 or longest > MAX_TERMS else 0
+    res_d = np.empty(caps_off[nq], dtype=np.int64)
+    res_s = np.empty(caps_off[nq], dtype=np.float64)
+    res_m = np.empty(caps_off[nq], dtype=np.int32)
+    sizes = np.zeros(nq, dtype=np.int64)
+    for c in nb.prange(n_chunks):
+        mask = np.zeros(width, dtype=np.uint16)
+        touched = np.empty(width, dtype=np.int64)
+        cur = np.empty(longest, dtype=np.int64)
+        end = np.empty(longest, dtype=np.int64)
+        last = np.empty(longest, dtype=np.int64)
+        score = np.empty(_MASKS, dtype=np.float64)
+        pop = np.empty(_MASKS, dtype=np.int32)
+        level = np.empty(_MASKS, dtype=np.int32)
+        lvl_score = np.empty(_MASKS, dtype=np.float64)
+        lvl_pop = np.empty(_MASKS, dtype=np.int32)
+        hist = np.zeros(_MASKS, dtype=np.int64)
+        size0 = max(buffer, 4 * min(k, n_docs))
+        buf = (np.empty(size0, np.int64), np.empty(size0, np.int32), np.empty(size0, np.int64))
+        acc = np.zeros(heap_width, dtype=np.float64)
+        cnt = np.zeros(heap_width, dtype=np.int32)
+        for q in range(c, nq, n_chunks):
+            base = caps_off[q]
+            cap = caps_off[q + 1] - base
+            m = q_offsets[q + 1] - q_offsets[q]
+            if cap == 0:
+                continue
+            if k > 0 and m <= MAX_TERMS:
+                sizes[q] = _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width,
+                                            cap, live, mask, touched, cur, end, last, score, pop, level, lvl_score,
+                                            lvl_pop, hist, buf, base, res_d, res_s, res_m)
+            else:
+                sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
+                                       acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live)
+            if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
+                break
+    return compact_failed(caps_off, sizes, res_s, res_m, res_d)
+
+
+def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,
+                 n_chunks=None, live=None, buffer=_BUFFER):
+    """Exact top-k of every query, as `ssr.search_batch` (same arguments, same results bit for bit).
+
+    indptr int64[V + 1], docs uint32[P] (ascending per term), doc_rank uint32[N]; q_terms: distinct
+    term ids per query in ascending weight order; `live`: bool or uint8[N] (None: every document).
+    Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
+    """
+    if n_chunks is None:
+        n_chunks = nb.get_num_threads()
+    check_key_range(n_docs)
+    nq = len(q_offsets) - 1
+    *out, bad = _levels_batch(indptr, docs, doc_rank, np.int64(n_docs), np.asarray(q_offsets, dtype=np.int64),
+                              np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64),
+                              np.int64(cap_k(k, n_docs)), np.int64(max(1, block)), np.int64(max(1, min(n_chunks, nq))),
+                              np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8),
+                              np.int64(max(1, buffer)))
+    if bad:
+        raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
+                               "id >= N")
+    return tuple(out)

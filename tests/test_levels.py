@@ -1,0 +1,100 @@
+"""The levels kernel (kernels.levels, method ssr) against the reference and the heap union, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_kernels import Arrays, corpus_st, expected, queries_st
+from test_prune import tie_heavy_ref
+
+from ssr_engine.kernels import levels
+from ssr_engine.kernels import ssr as kernels
+from ssr_engine.kernels.candidates import CorruptIndexData
+
+
+def run(arrays: Arrays, queries, k, **kw):
+    off, terms, weights = arrays.batch(queries)
+    return levels.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights, k,
+                               **kw)
+
+
+def union(arrays: Arrays, queries, k, **kw):
+    off, terms, weights = arrays.batch(queries)
+    return kernels.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights,
+                                k, **kw)
+
+
+def check(arrays: Arrays, queries, k, **kw):
+    off, docs, scores, matches = run(arrays, queries, k, **kw)
+    assert off.shape == (len(queries) + 1,)
+    for i, q in enumerate(queries):
+        a, b = off[i], off[i + 1]
+        exp_ids, exp_scores, exp_matches = expected(arrays.ref, q, k)
+        assert [arrays.ref.ids[d] for d in docs[a:b]] == exp_ids, (q, k)
+        assert scores[a:b].view(np.uint64).tolist() == np.array(exp_scores, dtype=np.float64).view(np.uint64).tolist()
+        assert matches[a:b].tolist() == exp_matches
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus_st(), queries_st, st.one_of(st.none(), st.integers(1, 45)), st.sampled_from([1, 3, 1 << 16]),
+       st.sampled_from([1, 2]), st.sampled_from([1, 4096]))
+def test_levels_match_reference(ref, queries, k, block, threads, buffer):
+    check(Arrays(ref), queries, k, block=block, n_chunks=threads, buffer=buffer)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(20, 400), st.integers(3, 14), st.integers(0, 10_000), st.integers(1, 500),
+       st.sampled_from([1, 7, 64, 1 << 14]), st.sampled_from([1, 16, 4096]))
+def test_levels_with_heavy_ties(n_docs, n_words, seed, k, block, buffer):
+    """Many terms of equal df (equal weights, so many masks share a level), duplicated documents,
+    K from 1 past the pool; a small buffer forces cuts among tied documents by id rank."""
+    ref = tie_heavy_ref(n_docs, n_words, seed)
+    arrays = Arrays(ref)
+    rng = np.random.default_rng(seed + 1)
+    queries = [" ".join(f"t{w}" for w in rng.choice(n_words, size=rng.integers(1, n_words + 1), replace=False))
+               for _ in range(8)]
+    check(arrays, queries, k, block=block, buffer=buffer)
+    for u, p in zip(union(arrays, queries, k, block=block), run(arrays, queries, k, block=block, buffer=buffer),
+                    strict=True):
+        assert u.tobytes() == p.tobytes()
+
+
+def test_long_queries_take_the_heap_union():
+    ref = tie_heavy_ref(300, 40, 4, cap=400)
+    arrays = Arrays(ref)
+    long_query = " ".join(f"t{w}" for w in range(40))
+    assert len(arrays.batch([long_query])[1]) > levels.MAX_TERMS
+    for k in (None, 1, 5, 50, 1000):
+        check(arrays, [long_query, "t1 t2 t3", ""], k, buffer=1)
+
+
+def test_deleted_documents_never_rank():
+    ref = tie_heavy_ref(2000, 12, 3)
+    arrays = Arrays(ref)
+    rng = np.random.default_rng(8)
+    live = rng.random(ref.n_docs) < 0.7
+    queries = [" ".join(f"t{w}" for w in rng.choice(12, size=rng.integers(1, 12), replace=False)) for _ in range(50)]
+    for k in (1, 10, 300):
+        got = run(arrays, queries, k, live=live, buffer=1)
+        assert live[got[1]].all()
+        for u, p in zip(union(arrays, queries, k, live=live), got, strict=True):
+            assert u.tobytes() == p.tobytes()
+
+
+def test_threads_agree_and_corrupt_postings_raise():
+    ref = tie_heavy_ref(3000, 12, 9)
+    arrays = Arrays(ref)
+    rng = np.random.default_rng(2)
+    queries = [" ".join(f"t{w}" for w in rng.choice(12, size=rng.integers(0, 12), replace=False)) for _ in range(100)]
+    outs = [[a.tobytes() for a in run(arrays, queries, 10, n_chunks=n)] for n in (1, 2, 3)]
+    assert outs[0] == outs[1] == outs[2]
+    query = " ".join(f"t{w}" for w in range(12))
+    t = arrays.batch([query])[1][0]
+    arrays.docs[arrays.indptr[t + 1] - 1] = ref.n_docs + 5  # a posting past N
+    with pytest.raises(CorruptIndexData):
+        run(arrays, [query] * 4, 10)
+    arrays.docs[arrays.indptr[t + 1] - 1] = arrays.docs[arrays.indptr[t]]  # not ascending
+    with pytest.raises(CorruptIndexData):
+        run(arrays, [query] * 4, 10)
