@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 
     from .format import Index
 
-METHODS = ("ssr", "maxscore", "exhaustive", "bm25")
-"""Methods of `open_retriever` over an index on disk: ssr (every posting), maxscore (exact pruning) and
-exhaustive need an ssr index, bm25 a bm25 one."""
+METHODS = ("ssr", "union", "maxscore", "exhaustive", "bm25")
+"""Methods of `open_retriever` over an index on disk: ssr (every posting, ranked by term-mask levels),
+union (every posting, float accumulators and a heap), maxscore (exact pruning) and exhaustive need an
+ssr index, bm25 a bm25 one."""
 
 BM25_K1 = 0.9
 BM25_B = 0.4
@@ -203,7 +204,7 @@ def open_retriever(index: str | os.PathLike[str] | Index, method: str = "ssr", *
                    b: float = BM25_B) -> Retriever:
     """The searcher of `method` over an index directory (or an opened `Index`).
 
-    `ssr`, `maxscore` and `exhaustive` need an index built with scoring "ssr", `bm25` one built with
+    `ssr`, `union`, `maxscore` and `exhaustive` need an index built with scoring "ssr", `bm25` one built with
     scoring "bm25" (k1 and b apply to bm25 only). Raises `ArgumentError` for an unknown method
     and `SsrError` for an index of the other scoring.
     """

@@ -20,7 +20,7 @@ from .errors import IndexFormatError, SsrError
 from .extract import Extractor, pack_values
 from .format import Index, verify_index, verify_opened
 from .hashing import hash_mask, hash_spans
-from .kernels import prune
+from .kernels import levels, prune
 from .kernels import ssr as kernels
 from .kernels.candidates import union_sizes
 from .kernels.spans import spans_equal
@@ -29,10 +29,12 @@ from .scoring import signal_weight
 from .stopwords import StopwordList
 from .validate import kernel_guard
 
-METHODS = ("ssr", "maxscore", "exhaustive")
+METHODS = ("ssr", "union", "maxscore", "exhaustive")
 """The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index): ssr reads every
-posting of the query's terms (the union), maxscore prunes exactly (MaxScore, `kernels.prune`),
-exhaustive scans the forward index. All three give identical results, bit for bit."""
+posting of the query's terms as term masks ranked by levels (`kernels.levels`, the fastest measured),
+union reads them into float accumulators and a heap (`kernels.ssr`, the check), maxscore prunes
+exactly (MaxScore, `kernels.prune`), exhaustive scans the forward index. All four give identical
+results, bit for bit."""
 # queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)
 _BATCH = 1024
 _BATCH_ALL = 64
@@ -58,8 +60,9 @@ class QueryBatch:
 class Searcher(StoredText):
     """Opens an SSR index (memory-mapped) and answers queries with the index's own settings.
 
-    A `retrieval.Retriever`: `method` "ssr" (the inverted index) or "exhaustive" (a scan of the
-    forward CSR, the independent check); both give the same results bit for bit.
+    A `retrieval.Retriever`: `method` "ssr", "union" or "maxscore" (the inverted index) or
+    "exhaustive" (a scan of the forward CSR, the independent check); all give the same results bit
+    for bit.
     """
 
     def __init__(self, index: str | os.PathLike[str] | Index, block: int = kernels.DEFAULT_BLOCK,
@@ -233,6 +236,9 @@ class Searcher(StoredText):
         method = self.method if method is None else method
         with kernel_guard(ix):
             if method == "ssr":
+                return levels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
+                                           qb.offsets, qb.terms, qb.weights, k, block=self.block)
+            if method == "union":
                 return kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
                                             qb.offsets, qb.terms, qb.weights, k, block=self.block)
             if method == "maxscore":

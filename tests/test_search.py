@@ -68,7 +68,7 @@ def test_external_ids_of_every_kind(tmp_path, ids):
 
 
 @pytest.mark.parametrize("k", [1, 7, 10_000, None])
-@pytest.mark.parametrize("method", ["ssr", "maxscore", "exhaustive"])
+@pytest.mark.parametrize("method", ["ssr", "union", "maxscore", "exhaustive"])
 def test_search_batch_matches_reference(small, k, method):
     searcher, ref, queries = small
     results = searcher.search_batch(queries, k, method=method)
@@ -92,7 +92,7 @@ def test_threads_and_blocks_identical(small):
     plain = Searcher(searcher.index, block=searcher.n_docs)  # one N-wide block: the plain scatter
     runs.append(plain.search_batch(queries, 50))
     runs.append(searcher.search_batch(queries, 50, method="exhaustive", threads=1))
-    runs += [searcher.search_batch(queries, 50, method="maxscore", threads=t) for t in (1, 2)]
+    runs += [searcher.search_batch(queries, 50, method=m, threads=t) for m in ("union", "maxscore") for t in (1, 2)]
     for other in runs[1:]:
         for a, b in zip(runs[0], other, strict=True):
             assert a.docs.tobytes() == b.docs.tobytes()
@@ -219,7 +219,7 @@ def test_cli_on_cranfield_matches_reference(tmp_path, capsys, cranfield):
     qfile = tmp_path / "q.tsv"
     qfile.write_text("".join(f"{i + 1}\t{q}\n" for i, q in enumerate(queries)), encoding="utf-8")
     ref = ReferenceIndex.from_texts(ids, texts)
-    for method in ("ssr", "maxscore", "exhaustive"):
+    for method in ("ssr", "union", "maxscore", "exhaustive"):
         assert main(["search", "--index", str(idx), "--queries", str(qfile), "-k", "100", "--method", method,
                      "--run-scores", "exact"]) == 0
         run = parse_run(capsys.readouterr().out)
