@@ -1,19 +1,27 @@
 """Fault-injection campaign (issue 12): count outcomes over many corruptions, kills and races.
 
     python benchmarks/fault_campaign.py --work /tmp/faults [--docs 20000] [--flips 3] [--kills 6]
-        [--races 3] [--seed 0] [--json out.json]
+        [--live-kills 9] [--races 3] [--snapshots 2] [--provider-rounds 3] [--seed 0] [--json out.json]
 
 Cases, each run in a child process so that a crash (a signal, a traceback) is seen and counted:
   - targeted edits: for every array of an SSR and a BM25 index, values that break an invariant
-    (offsets past the end or decreasing, ids >= N, unsorted vocabulary, a repeated rank, ...);
-    the child opens the index and runs every method (inverted, scan, explain, pool sizes, BM25);
-    expected: exit 2 from the child and from `ssr verify`;
+    (offsets past the end or decreasing, ids >= N, unsorted vocabulary, a repeated rank, ...) at
+    entries the campaign's queries read (open reads the O(N) arrays and the O(V) arrays' ends; a
+    lookup reads its terms' offsets and vocabulary blocks; the kernels their postings); the child
+    opens the index and runs every method (inverted, scan, explain, pool sizes, BM25); expected:
+    exit 2 from the child and from `ssr verify`. The same edits at random entries of the O(V)
+    arrays are counted apart: a query that does not read them may answer, verify must fail;
   - byte flips: `--flips` random bit flips in every file (owner marker, commit point, manifest,
     arrays, tables); expected: `ssr verify` fails every time, the child never crashes (a flip
     that keeps every invariant may answer; verify is the content check);
   - kill -9 at random times during `--force` rebuilds (`--kills`): the index must open, verify
     clean and answer like the old or the new generation; a foreign file in the folder survives;
-  - races: two builds into one new folder (`--races`): one exit 0, the other exit 2.
+  - kill -9 at random times during `ssr add`, `delete` and `compact` of a live index
+    (`--live-kills`): the index opens at the old or the new commit, verifies clean and answers;
+  - a Searcher opened before a `--force` rebuild (`--snapshots`) answers exactly as before while
+    the rebuild runs and after it commits;
+  - races: two builds into one new folder (`--races`): one exit 0, the other exit 2;
+  - providers (`fault_providers.py`): redirects to another origin, dripping and oversized answers.
 Prints a markdown table of the counts (crashes must be 0) and optionally writes JSON.
 """
 
@@ -27,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -39,13 +47,12 @@ import sys
 from ssr_engine.errors import SsrError
 from ssr_engine.format import open_index
 from ssr_engine.retrieval import open_retriever
-path = sys.argv[1]
-queries = sys.argv[2:]
+path, live, queries = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
 try:
-    ix = open_index(path)
-    methods = ("bm25",) if ix.scoring == "bm25" else ("ssr", "exhaustive")
+    scoring = "ssr" if live else open_index(path).scoring  # a live index opens by path only
+    methods = ("bm25",) if scoring == "bm25" else ("ssr", "maxscore", "exhaustive")
     for m in methods:
-        r = open_retriever(ix, m)
+        r = open_retriever(path if live else open_index(path), m)
         res = r.search_batch(queries, 10)
         r.search_batch(queries, None)
         r.pool_sizes(queries)
@@ -58,9 +65,10 @@ except SsrError as exc:
 """
 
 
-def run(cmd: list[str], timeout: float = 600) -> tuple[int, str]:
+def run(cmd: list[str], timeout: float = 600, stdout: bool = False) -> tuple[int, str]:
+    """(exit status, stderr; or stdout + stderr with `stdout`)."""
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stderr
+    return p.returncode, (p.stdout + p.stderr if stdout else p.stderr)
 
 
 def outcome(code: int, stderr: str) -> str:
@@ -71,21 +79,21 @@ def outcome(code: int, stderr: str) -> str:
     return "exit 2" if code == 2 else "exit 0"
 
 
-def child(index: Path) -> str:
-    return outcome(*run([sys.executable, "-c", CHILD, str(index), *QUERIES]))
+def child(index: Path, live: bool = False) -> str:
+    return outcome(*run([sys.executable, "-c", CHILD, str(index), "1" if live else "0", *QUERIES]))
 
 
 def verify(index: Path) -> str:
     return outcome(*run([sys.executable, "-m", "ssr_engine", "verify", str(index)]))
 
 
-def make_collection(path: Path, n: int, seed: int) -> Path:
+def make_collection(path: Path, n: int, seed: int, prefix: str = "") -> Path:
     rng = np.random.default_rng(seed)
     words = np.array([f"w{i}" for i in range(2000)])
     zipf = np.minimum(rng.zipf(1.3, size=(n, 14)), 2000) - 1
     with open(path, "w", encoding="utf-8") as f:
         for i in range(n):
-            f.write(f"{i}\t{' '.join(words[zipf[i]])}\n")
+            f.write(f"{prefix}{i}\t{' '.join(words[zipf[i]])}\n")
     return path
 
 
@@ -97,8 +105,8 @@ def segment(index: Path) -> Path:
     return index / commit.segments[0].name
 
 
-def query_postings(index: Path) -> tuple[int, int]:
-    """[a, b): the postings of the most frequent known term of the first query (read by every search)."""
+def query_term(index: Path) -> int:
+    """The most frequent known term of the first query (its entries are read by every search)."""
     from ssr_engine.format import open_index
     from ssr_engine.retrieval import open_retriever
 
@@ -107,8 +115,27 @@ def query_postings(index: Path) -> tuple[int, int]:
         terms = [t for t in (open_retriever(ix, "bm25").term_id(w) for w in QUERIES[0].split()) if t >= 0]
     else:
         terms = open_retriever(ix, "ssr").query_batch(QUERIES[:1]).terms.tolist()
-    t = max(terms, key=lambda t: int(ix.postings_indptr[t + 1] - ix.postings_indptr[t]))
+    return max(terms, key=lambda t: int(ix.postings_indptr[t + 1] - ix.postings_indptr[t]))
+
+
+def query_postings(index: Path) -> tuple[int, int]:
+    """[a, b): the postings of `query_term`."""
+    from ssr_engine.format import open_index
+
+    ix, t = open_index(index), query_term(index)
     return int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
+
+
+def unread_edits(seg: Path, rnd: random.Random, k: int) -> list[tuple[str, str, int, int]]:
+    """Invariant-breaking edits at random entries of the O(V) arrays, which a query may not read."""
+    out = []
+    for name in ("postings_indptr", "signal_offsets", "vocab"):
+        a = np.load(seg / f"{name}.npy", mmap_mode="r")
+        for _ in range(k):
+            i = rnd.randrange(1, a.shape[0] - 2)
+            value = int(a[i + 1]) if name == "vocab" else int(a[i]) + 1_000_000
+            out.append((f"{name}[{i}] (random entry)", name, i, value))
+    return out
 
 
 def edits(index: Path, seg: Path, rnd: random.Random) -> list[tuple[str, str, int, int]]:
@@ -122,9 +149,12 @@ def edits(index: Path, seg: Path, rnd: random.Random) -> list[tuple[str, str, in
     n = arrays["doc_rank"].shape[0]
     v = arrays["vocab"].shape[0]
     a_q, b_q = query_postings(index)
+    t = query_term(index)
     for name, a in sorted(arrays.items()):
         size = a.shape[0]
         i = rnd.randrange(a_q, b_q - 1) if name in ("postings_docs", "postings_tf") else rnd.randrange(max(size - 1, 1))
+        if name in ("postings_indptr", "signal_offsets", "vocab"):
+            i = t  # the O(V) arrays are read per looked-up term: edit the query term's entries
         if name.endswith("indptr") or name == "signal_offsets":
             out += [(f"{name}[{i}] += 1e6", name, i, int(a[i]) + 1_000_000), (f"{name}[-1] -= 1", name, size - 1,
                                                                                int(a[-1]) - 1)]
@@ -149,47 +179,58 @@ def edit(seg: Path, name: str, pos: int, value: int) -> None:
     del arr
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", type=Path, required=True, help="scratch folder (created; its content is replaced)")
-    ap.add_argument("--docs", type=int, default=20000)
-    ap.add_argument("--flips", type=int, default=3, help="bit flips per file")
-    ap.add_argument("--kills", type=int, default=6)
-    ap.add_argument("--races", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
-    from ssr_engine import build_index
+LIVE_CHILD = """
+import sys
+from ssr_engine.live import LiveIndex
+w = LiveIndex(sys.argv[1], chunk_docs=200)
+print("ready", flush=True)
+if sys.argv[2] == "add":
+    w.add(collection=sys.argv[3])
+elif sys.argv[2] == "delete":
+    w.delete([str(i) for i in range(int(sys.argv[3]), int(sys.argv[3]) + 3000, 2)])
+else:
+    w.compact()
+"""
 
-    rnd = random.Random(args.seed)
-    work = args.work
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    coll = make_collection(work / "c.tsv", args.docs, args.seed)
-    bases = {s: build_index(coll, work / f"base-{s}", scoring=s, quiet=True) for s in ("ssr", "bm25")}
-    counts: dict[str, Counter[str]] = {k: Counter() for k in ("edit: search", "edit: verify", "flip: search",
-                                                             "flip: verify", "kill -9", "race")}
-    failures: list[str] = []
-    started = time.time()
+SNAPSHOT_CHILD = """
+import json, subprocess, sys
+from ssr_engine.search import Searcher
+index, other, queries = sys.argv[1], sys.argv[2], sys.argv[3:]
+s = Searcher(index)
+key = lambda res: [(r.ids.tolist(), r.scores.tobytes().hex()) for r in res]
+want = key(s.search_batch(queries, 10))
+proc = subprocess.Popen([sys.executable, "-m", "ssr_engine", "build-index", "--collection", other, "--out", index,
+                         "--force", "--quiet"], stderr=subprocess.DEVNULL)
+during = same = 0
+while proc.poll() is None:
+    during += 1
+    same += key(s.search_batch(queries, 10)) == want
+after = key(s.search_batch(queries, 10)) == want
+fresh = key(Searcher(index).search_batch(queries, 10)) != want
+print(json.dumps({"rebuild": proc.returncode, "during": during, "same": same, "after": after, "fresh": fresh}))
+"""
+
+
+def index_cases(args, rnd, work, bases, counts, failures) -> None:
+    """Targeted edits and byte flips of both indexes."""
     for scoring, base in bases.items():
-        for case, name, pos, value in edits(base, segment(base), rnd):
-            if scoring == "bm25" and name == "forward_terms":
-                continue  # BM25 never reads the forward index; verify alone covers it (flips below)
-            w = work / "case"
-            shutil.rmtree(w, ignore_errors=True)
-            shutil.copytree(base, w)
-            edit(segment(w), name, pos, value)
-            s, v = child(w), verify(w)
-            counts["edit: search"][s] += 1
-            counts["edit: verify"][v] += 1
-            if s != "exit 2" or v != "exit 2":
-                failures.append(f"{scoring} {case}: search {s}, verify {v}")
+        seg = segment(base)
+        for read, cases in ((True, edits(base, seg, rnd)), (False, unread_edits(seg, rnd, 3))):
+            for case, name, pos, value in cases:
+                if scoring == "bm25" and name == "forward_terms":
+                    continue  # BM25 never reads the forward index; verify alone covers it (flips below)
+                w = fresh_copy(base, work / "case")
+                edit(segment(w), name, pos, value)
+                s, v = child(w), verify(w)
+                kind = "edit" if read else "edit at a random O(V) entry"
+                counts[f"{kind}: search"][s] += 1
+                counts[f"{kind}: verify"][v] += 1
+                if (s != "exit 2" if read else s.startswith("crash")) or v != "exit 2":
+                    failures.append(f"{scoring} {case}: search {s}, verify {v}")
         files = sorted(p.relative_to(base) for p in base.rglob("*") if p.is_file() and p.stat().st_size)
         for rel in files:
             for _ in range(args.flips):
-                w = work / "case"
-                shutil.rmtree(w, ignore_errors=True)
-                shutil.copytree(base, w)
+                w = fresh_copy(base, work / "case")
                 raw = bytearray((w / rel).read_bytes())
                 pos = rnd.randrange(len(raw))
                 raw[pos] ^= 1 << rnd.randrange(8)
@@ -199,9 +240,19 @@ def main() -> int:
                 counts["flip: verify"][v] += 1
                 if s.startswith("crash") or v != "exit 2":
                     failures.append(f"{scoring} flip {rel}@{pos}: search {s}, verify {v}")
-    other = make_collection(work / "other.tsv", args.docs, args.seed + 1)
-    w = work / "kill"
-    shutil.copytree(bases["ssr"], w)
+
+
+def fresh_copy(base: Path, w: Path) -> Path:
+    shutil.rmtree(w, ignore_errors=True)
+    shutil.copytree(base, w)
+    return w
+
+
+def kill_cases(args, rnd, work, bases, coll, other, counts, failures) -> None:
+    """kill -9 during --force rebuilds, and during add / delete / compact of a live index."""
+    from ssr_engine.generations import read_commit
+
+    w = fresh_copy(bases["ssr"], work / "kill")
     (w / "notes.txt").write_text("not the engine's")
     for _ in range(args.kills):
         src = other if rnd.random() < 0.5 else coll
@@ -213,23 +264,116 @@ def main() -> int:
         proc.wait()
         s, v = child(w), verify(w)
         ok = s == "exit 0" and v == "exit 0" and (w / "notes.txt").is_file()
-        counts["kill -9"]["index opens and verifies" if ok else f"search {s}, verify {v}"] += 1
+        counts["kill -9: rebuild"]["index opens and verifies" if ok else f"search {s}, verify {v}"] += 1
         if not ok:
             failures.append(f"kill: search {s}, verify {v}, notes kept {(w / 'notes.txt').is_file()}")
-    for r in range(args.races):
+    live = fresh_copy(bases["ssr"], work / "live")
+    for i in range(args.live_kills):
+        op = ("add", "delete", "compact")[i % 3]
+        extra = {"add": str(other), "delete": str(rnd.randrange(args.docs)), "compact": ""}[op]
+        if op == "add":  # fresh ids each time, so every add is a new segment
+            extra = str(make_collection(work / f"add-{i}.tsv", max(args.docs // 4, 1), args.seed + 10 + i,
+                                        prefix=f"a{i}-"))
+        before = read_commit(live).generation
+        proc = subprocess.Popen([sys.executable, "-c", LIVE_CHILD, str(live), op, extra], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        proc.stdout.readline()  # imports done
+        time.sleep(rnd.uniform(0.05, 6.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        after = read_commit(live).generation
+        s, v = child(live, live=True), verify(live)
+        ok = s == "exit 0" and v == "exit 0"
+        state = "new commit" if after > before else "old commit"
+        counts[f"kill -9: live {op}"][f"{state}, opens and verifies" if ok else f"search {s}, verify {v}"] += 1
+        if not ok:
+            failures.append(f"live {op} kill: search {s}, verify {v}")
+
+
+def snapshot_cases(args, work, bases, other, counts, failures) -> None:
+    """A Searcher opened before a --force rebuild keeps answering from its generation."""
+    for r in range(args.snapshots):
+        w = fresh_copy(bases["ssr"], work / f"snap-{r}")
+        code, out = run([sys.executable, "-c", SNAPSHOT_CHILD, str(w), str(other), *QUERIES], stdout=True)
+        if code != 0:
+            counts["snapshot during rebuild"][outcome(code, out)] += 1
+            failures.append(f"snapshot child: {outcome(code, out)}")
+            continue
+        res = json.loads(out.splitlines()[-1])
+        ok = res["rebuild"] == 0 and res["same"] == res["during"] and res["after"] and res["fresh"]
+        counts["snapshot during rebuild"][f"{res['during']} searches during, all as before, same after"
+                                          if ok else json.dumps(res)] += 1
+        if not ok:
+            failures.append(f"snapshot: {res}")
+
+
+def provider_cases(args, counts, failures) -> None:
+    script = Path(__file__).resolve().parent / "fault_providers.py"
+    code, out = run([sys.executable, str(script), "--rounds", str(args.provider_rounds)], stdout=True)
+    if code != 0:
+        counts["providers"][outcome(code, out)] += 1
+        failures.append(f"providers: {out[-500:]}")
+        return
+    res = json.loads(out.splitlines()[-1])
+    counts["providers"].update({"calls": res["calls"], "key leaks": res["key leaks"],
+                                "requests at the other origin": res["requests at the other origin"],
+                                "crash (exception)": len(res["crashes"]),
+                                "over the deadline": len(res["over the deadline"])})
+    if res["key leaks"] or res["crashes"] or res["over the deadline"] or res["requests at the other origin"]:
+        failures.append(f"providers: {res}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, required=True, help="scratch folder (created; its content is replaced)")
+    ap.add_argument("--docs", type=int, default=20000)
+    ap.add_argument("--flips", type=int, default=3, help="bit flips per file")
+    ap.add_argument("--kills", type=int, default=6)
+    ap.add_argument("--live-kills", type=int, default=9)
+    ap.add_argument("--races", type=int, default=3)
+    ap.add_argument("--snapshots", type=int, default=2)
+    ap.add_argument("--provider-rounds", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", nargs="*", default=["index", "kill", "snapshot", "race", "provider"])
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    from ssr_engine import build_index
+
+    rnd = random.Random(args.seed)
+    work = args.work
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    coll = make_collection(work / "c.tsv", args.docs, args.seed)
+    other = make_collection(work / "other.tsv", args.docs, args.seed + 1)
+    bases = {s: build_index(coll, work / f"base-{s}", scoring=s, quiet=True) for s in ("ssr", "bm25")}
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    failures: list[str] = []
+    started = time.time()
+    if "index" in args.only:
+        index_cases(args, rnd, work, bases, counts, failures)
+    if "kill" in args.only:
+        kill_cases(args, rnd, work, bases, coll, other, counts, failures)
+    if "snapshot" in args.only:
+        snapshot_cases(args, work, bases, other, counts, failures)
+    for r in range(args.races if "race" in args.only else 0):
         target = work / f"race-{r}"
         cmd = [sys.executable, "-m", "ssr_engine", "build-index", "--collection", str(coll), "--out", str(target),
                "--quiet"]
         procs = [subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True) for _ in range(2)]
         res = sorted(outcome(p.wait(), p.stderr.read() if p.stderr else "") for p in procs)
         counts["race"]["one exit 0, one exit 2" if res == ["exit 0", "exit 2"] else " / ".join(res)] += 1
+        if res != ["exit 0", "exit 2"]:
+            failures.append(f"race: {res}")
+    if "provider" in args.only:
+        provider_cases(args, counts, failures)
     report = {"docs": args.docs, "seed": args.seed, "seconds": round(time.time() - started, 1),
               "counts": {k: dict(c) for k, c in counts.items()}, "failures": failures}
     print("| case | outcomes |\n|---|---|")
     for k, c in counts.items():
         print(f"| {k} | " + ", ".join(f"{o}: {n}" for o, n in sorted(c.items())) + " |")
     crashes = sum(n for c in counts.values() for o, n in c.items() if o.startswith("crash"))
-    print(f"\ncrashes: {crashes}; failures: {len(failures)}")
+    print(f"\ncrashes: {crashes}; failures: {len(failures)}; {report['seconds']} s")
     for f in failures:
         print("  " + f)
     if args.json:

@@ -361,6 +361,7 @@ class Index:
     commit: Commit | None = field(default=None, repr=False)
     _holds: list[SegmentHold] = field(default_factory=list, repr=False)
     _id_file: Any = field(default=None, repr=False)
+    _vocab_checked: np.ndarray | None = field(default=None, repr=False)  # see validate.find_terms
 
     @property
     def n_docs(self) -> int:
@@ -389,8 +390,19 @@ class Index:
         return np.diff(self.postings_indptr)
 
     def signal(self, term: int) -> str:
+        """The string of term id `term`; an id or offsets out of range, or bytes that are not UTF-8,
+        raise `IndexFormatError`."""
+        from .validate import check_terms
+
+        if not 0 <= term < self.n_terms:
+            raise IndexFormatError(f"{self.path}: term id {term} out of range 0..{self.n_terms - 1} (corrupt index)")
+        check_terms(self, np.array([term], dtype=np.int64))
         a, b = int(self.signal_offsets[term]), int(self.signal_offsets[term + 1])
-        return self.signal_bytes[a:b].tobytes().decode("utf-8")
+        try:
+            return self.signal_bytes[a:b].tobytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise IndexFormatError(f"{self.path / 'signal_bytes.npy'}: the string of term {term} is not UTF-8 "
+                                   "(corrupt index)") from exc
 
     def doc_id_array(self) -> Any:
         """External ids as one Arrow string array (about 10 bytes per id), row = internal doc id."""

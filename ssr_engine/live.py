@@ -746,7 +746,9 @@ def _forward_batch(ix: Index, docs: np.ndarray, keep_tf: bool):
 def gather_strings_of(ix: Index, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Signal strings of term ids, as (bytes uint8, offsets int64[len + 1])."""
     from .kernels.live import gather_spans
+    from .validate import check_terms
 
+    check_terms(ix, terms)  # their offsets (postings and strings) are read next: open checks only the ends
     so = np.asarray(ix.signal_offsets)
     starts = so[terms]
     lengths = so[terms + 1] - starts

@@ -27,7 +27,7 @@ from .kernels.spans import spans_equal
 from .retrieval import SearchResult, StoredText, check_k, check_method, internal_doc, numba_threads, split_results
 from .scoring import signal_weight
 from .stopwords import StopwordList
-from .validate import kernel_guard
+from .validate import check_terms, find_terms, kernel_guard
 
 METHODS = ("ssr", "union", "maxscore", "exhaustive")
 """The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index): ssr reads every
@@ -289,9 +289,10 @@ def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np
     vocab = index.vocab
     terms = np.full(hashes.shape[0], -1, dtype=np.int64)
     if vocab.shape[0] and hashes.shape[0]:
-        pos = np.searchsorted(vocab, hashes)
+        pos = find_terms(index, hashes)  # checks the vocabulary blocks it reads
         inside = np.flatnonzero(pos < vocab.shape[0])
         same_hash = inside[vocab[pos[inside]] == hashes[inside]]
+        check_terms(index, pos[same_hash])  # the offsets spans_equal and the kernels will read
         same = spans_equal(data, offsets, same_hash, index.signal_bytes, index.signal_offsets, pos[same_hash])
         terms[same_hash[same]] = pos[same_hash[same]]
     return terms

@@ -1,14 +1,22 @@
 """Structural validation of an opened index: corruption is an error, never a crash.
 
-`check_index(index)` runs at every open (`format.open_segment`): the O(N) and O(V) invariants
-(each CSR offset array starts at 0, never decreases and ends at its data's length; the
-vocabulary is strictly sorted; doc_rank is a permutation of 0..N-1). `full=True` (`ssr verify`,
-`Searcher(..., verify=True)`, `ssr search --verify`) adds the O(P) ones: every posting list
-strictly ascending with ids < N, every forward row strictly ascending with term ids < V, term
-frequencies >= 1. What open does not read (posting and forward contents) the kernels guard as
-they read it (`kernels.candidates.CorruptIndexData`), so an index that passes the open checks but lies
-still cannot make a kernel read out of bounds; `kernel_guard` turns that into an error naming
-the index.
+Three tiers, so that what open reads stays small (the O(V) arrays are 240 MB each at 30M terms):
+
+- at every open (`check_index`, from `format.open_segment`): the O(N) and O(1) invariants:
+  forward_indptr from 0 to its data's length and never decreasing, doc_rank a permutation of
+  0..N-1, postings_indptr and signal_offsets starting at 0 and ending at their data's length;
+- per looked-up term (`find_terms`, `check_terms`, called by every term lookup before a kernel
+  reads the term's rows): the vocabulary blocks the binary search reads are strictly sorted
+  (checked once per block, remembered on the index), and the term's postings and signal-string
+  offsets are in range with df <= N. A query thus never reads an offset nobody checked;
+- `full=True` (`ssr verify`, `Searcher(..., verify=True)`, `ssr search --verify`): the whole
+  O(V) arrays (offsets monotone, vocabulary strictly sorted) and the O(P) ones: every posting
+  list strictly ascending with ids < N, every forward row strictly ascending with term ids < V,
+  term frequencies >= 1.
+
+What neither open nor the lookup reads (posting and forward contents) the kernels guard as they
+read it (`kernels.candidates.CorruptIndexData`), so an index that lies still cannot make a kernel
+read out of bounds; `kernel_guard` turns that into an error naming the index.
 """
 
 from __future__ import annotations
@@ -24,13 +32,23 @@ from .errors import IndexFormatError
 if TYPE_CHECKING:
     from .format import Index
 
+VOCAB_BLOCK_SHIFT = 12  # vocabulary blocks of 4,096 entries (32 KB) are checked on first use
+
 
 def _fail(index: Index, name: str, what: str) -> IndexFormatError:
     return IndexFormatError(f"{index.path / (name + '.npy')}: {what} (corrupt index; rebuild it)")
 
 
-# below this many entries the checks run in NumPy: a parallel kernel's thread launch costs more
-# than the check (milliseconds on a busy machine), and a live index opens small segments often
+def _ends(index: Index, name: str, indptr: np.ndarray, length: int, what: str) -> None:
+    if indptr.shape[0] == 0:
+        raise _fail(index, name, "no offsets")
+    first, last = int(indptr[0]), int(indptr[-1])
+    if first != 0 or last != length:
+        raise _fail(index, name, f"offsets must run from 0 to {length} ({what}); found {first}..{last}")
+
+
+# below this many entries the checks run in NumPy: no kernel to load for the small segments a
+# live index opens often
 _SMALL = 1 << 16
 
 
@@ -40,14 +58,10 @@ def _first(bad: np.ndarray) -> int:
 
 
 def _offsets(index: Index, name: str, indptr: np.ndarray, length: int, what: str) -> None:
-    from .kernels.validate import monotone
+    from .kernels.validate import descent
 
-    if indptr.shape[0] == 0:
-        raise _fail(index, name, "no offsets")
-    first, last = int(indptr[0]), int(indptr[-1])
-    if first != 0 or last != length:
-        raise _fail(index, name, f"offsets must run from 0 to {length} ({what}); found {first}..{last}")
-    i = monotone(indptr) if indptr.shape[0] > _SMALL else _first(np.diff(indptr) < 0)
+    _ends(index, name, indptr, length, what)
+    i = descent(indptr, False) if indptr.shape[0] > _SMALL else _first(np.diff(indptr) < 0)
     if i >= 0:
         raise _fail(index, name, f"offsets decrease at entry {i + 1} ({int(indptr[i])} then {int(indptr[i + 1])})")
 
@@ -57,18 +71,18 @@ def check_index(index: Index, full: bool = False) -> None:
     from .kernels import validate as kv
 
     n, v = index.n_docs, index.n_terms
-    _offsets(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
+    _ends(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
+    _ends(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
     _offsets(index, "forward_indptr", index.forward_indptr, index.forward_terms.shape[0], "forward terms")
-    _offsets(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
-    vocab = index.vocab
-    i = kv.strictly_increasing(vocab) if vocab.shape[0] > _SMALL else _first(vocab[1:] <= vocab[:-1])
-    if i >= 0:
-        raise _fail(index, "vocab", f"not strictly sorted at entry {i + 1}")
     i = kv.permutation(index.doc_rank)
     if i >= 0:
         raise _fail(index, "doc_rank", f"not a permutation of 0..{n - 1} (entry {i} = {int(index.doc_rank[i])})")
     if not full:
         return
+    _offsets(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
+    _offsets(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
+    vocab = index.vocab
+    _vocab_defect(index, kv.descent(vocab, True) if vocab.shape[0] > _SMALL else _first(vocab[1:] <= vocab[:-1]))
     row = kv.rows_ascending_below(index.postings_indptr, index.postings_docs, np.int64(n))
     if row >= 0:
         raise _fail(index, "postings_docs", f"the postings of term {row} are not strictly ascending ids < {n}")
@@ -79,6 +93,48 @@ def check_index(index: Index, full: bool = False) -> None:
         i = kv.first_zero(index.postings_tf)
         if i >= 0:
             raise _fail(index, "postings_tf", f"term frequency 0 at entry {i}")
+
+
+def _vocab_defect(index: Index, i: int) -> None:
+    if i >= 0:
+        raise _fail(index, "vocab", f"not strictly sorted at entry {i + 1}")
+
+
+def find_terms(index: Index, hashes: np.ndarray) -> np.ndarray:
+    """Vocabulary positions of signal hashes (`np.searchsorted`, side left), int64[len(hashes)].
+
+    Every vocabulary block the search reads is checked strictly sorted on first use (remembered
+    on the index); a defect raises `IndexFormatError`.
+    """
+    from .kernels.validate import search_checked
+
+    if index._vocab_checked is None:
+        index._vocab_checked = np.zeros((index.n_terms >> VOCAB_BLOCK_SHIFT) + 1, dtype=np.uint8)
+    pos, bad = search_checked(index.vocab, np.ascontiguousarray(hashes, dtype=np.uint64), index._vocab_checked,
+                              VOCAB_BLOCK_SHIFT)
+    _vocab_defect(index, int(bad))
+    return pos
+
+
+def check_terms(index: Index, terms: np.ndarray) -> None:
+    """Raise unless every term id (int64, in 0..V-1) has in-range postings (df <= N) and signal offsets.
+
+    The per-query share of the open-time checks: a kernel may then read these terms' rows.
+    """
+    terms = np.asarray(terms, dtype=np.int64)
+    if terms.shape[0] == 0:
+        return
+    for name, indptr, length, most in (
+        ("postings_indptr", index.postings_indptr, index.postings_docs.shape[0], index.n_docs),
+        ("signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], index.signal_bytes.shape[0]),
+    ):
+        a = np.asarray(indptr[terms], dtype=np.int64)
+        b = np.asarray(indptr[terms + 1], dtype=np.int64)
+        bad = np.flatnonzero((a < 0) | (b < a) | (b > length) | (b - a > most))
+        if bad.shape[0]:
+            t = int(terms[bad[0]])
+            raise _fail(index, name, f"entries {t}..{t + 1} ({int(a[bad[0]])}, {int(b[bad[0]])}) are out of "
+                                     f"order or past {length}")
 
 
 @contextmanager

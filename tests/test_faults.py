@@ -147,7 +147,7 @@ def test_lying_segment_of_a_live_index_is_an_error(base, tmp_path, method, name)
     assert verify_index(w)
 
 
-# ---- structural edits caught at open ------------------------------------------------------------
+# ---- structural edits: caught at open (O(N) arrays, O(V) arrays' ends) or by the first lookup ----
 
 
 STRUCTURAL = {
@@ -161,28 +161,60 @@ STRUCTURAL = {
     "signal_offsets_jump": ("signal_offsets", lambda a: a.__setitem__(3, 10**9)),
     "signal_offsets_end": ("signal_offsets", lambda a: a.__setitem__(-1, a[-1] + 1)),
 }
+# edits inside the O(V) arrays are found by the first lookup that reads them: the term queried
+READ_BY_LOOKUP = {"postings_indptr+1e6": lambda v: v // 2, "vocab_unsorted": lambda v: 0,
+                  "signal_offsets_jump": lambda v: 3}
+
+
+@pytest.fixture(scope="module")
+def term_strings(base):
+    ix = open_index(base[1])
+    return [ix.signal(t) for t in range(ix.n_terms)]
 
 
 @pytest.mark.parametrize("case", sorted(STRUCTURAL))
-def test_structural_edits_are_refused_at_open(base, tmp_path, case):
+def test_structural_edits_are_refused(base, term_strings, tmp_path, case):
     _, out, _ = base
     name, fn = STRUCTURAL[case]
     w = copy(out, tmp_path / "w")
     edit_array(w, name, fn)
+    if case in READ_BY_LOOKUP:
+        query = term_strings[READ_BY_LOOKUP[case](len(term_strings))]
+        for method in ("ssr", "maxscore", "exhaustive"):
+            with pytest.raises(IndexFormatError, match=f"{name}.npy"):
+                Searcher(w, method=method).search(query, 10)
+    else:
+        with pytest.raises(IndexFormatError, match=f"{name}.npy"):
+            open_index(w)
     with pytest.raises(IndexFormatError, match=f"{name}.npy"):
-        open_index(w)
+        open_index(w, verify=True)
     assert any(f"{name}.npy" in p for p in verify_index(w))
 
 
-def test_structural_edits_exit_2_from_the_cli(base, tmp_path):
+def test_structural_edits_exit_2_from_the_cli(base, term_strings, tmp_path):
     _, out, _ = base
-    for case in ("postings_indptr+1e6", "forward_indptr_flip", "doc_rank_duplicate"):
+    for case in ("postings_indptr+1e6", "forward_indptr_flip", "doc_rank_duplicate", "vocab_unsorted"):
         name, fn = STRUCTURAL[case]
         w = copy(out, tmp_path / case)
         edit_array(w, name, fn)
+        query = term_strings[READ_BY_LOOKUP[case](len(term_strings))] if case in READ_BY_LOOKUP else QUERIES[0]
         for extra in ((), ("--method", "exhaustive"), ("--explain",)):
-            assert_clean_error(ssr("search", "--index", str(w), *extra, QUERIES[0]), f"{name}.npy")
+            assert_clean_error(ssr("search", "--index", str(w), *extra, query), f"{name}.npy")
         assert_clean_error(ssr("verify", str(w)), f"{name}.npy")
+
+
+def test_bm25_lookup_checks_the_terms_it_reads(base, tmp_path):
+    _, _, bm25 = base
+    w = copy(bm25, tmp_path / "w")
+    ix = open_index(w)
+    word, t = next((ix.signal(t), t) for t in range(ix.n_terms) if ix.signal(t) == "w1")
+    ix.close()
+    edit_array(w, "postings_indptr", lambda a: a.__setitem__(t + 1, a[-1] + 5))
+    with pytest.raises(IndexFormatError, match="postings_indptr.npy"):
+        from ssr_engine.retrieval import open_retriever
+
+        open_retriever(w, "bm25").search(word, 10)
+    assert_clean_error(ssr("search", "--index", str(w), "--method", "bm25", word), "postings_indptr.npy")
 
 
 # ---- byte flips: verify catches every one, nothing crashes ----------------------------------------

@@ -1,8 +1,10 @@
-"""Structural checks of index arrays: single passes, no temporaries, parallel over ranges.
+"""Structural checks of index arrays: single passes, no temporaries (the O(P) ones parallel over ranges).
 
 Each returns the position of the first defect found (in its range order) or -1 when sound. The
-callers (`ssr_engine.validate`) turn a position into an error naming the file. These run on
-memory-mapped arrays at open (the O(N) and O(V) checks) and under `verify` (the O(P) ones).
+callers (`ssr_engine.validate`) turn a position into an error naming the file. `descent` and
+`permutation` run at open on the O(N) arrays, every check under `verify`; `search_checked` is
+the vocabulary lookup that checks, once per block, the part of the vocabulary a binary search
+reads (so the O(V) sort check is paid by the blocks queries use, not at open).
 """
 
 from __future__ import annotations
@@ -13,41 +15,26 @@ import numpy as np
 _RANGE = 1 << 20  # entries per parallel work item
 
 
-@nb.njit(cache=True, parallel=True)
-def monotone(a):
-    """First i with a[i + 1] < a[i] (a: int64[n]), or -1."""
-    n = a.shape[0]
-    n_ranges = (n + _RANGE - 1) // _RANGE
-    first = np.full(max(n_ranges, 1), -1, dtype=np.int64)
-    for r in nb.prange(n_ranges):
-        lo = r * _RANGE
-        hi = min(lo + _RANGE, n - 1)
-        for i in range(lo, hi):
-            if a[i + 1] < a[i]:
-                first[r] = i
-                break
-    for r in range(n_ranges):
-        if first[r] >= 0:
-            return first[r]
+@nb.njit(cache=True)
+def _first(found):
+    """The first non-negative entry of `found` (one per range, in range order), or -1."""
+    for r in range(found.shape[0]):
+        if found[r] >= 0:
+            return found[r]
     return -1
 
 
-@nb.njit(cache=True, parallel=True)
-def strictly_increasing(a):
-    """First i with a[i + 1] <= a[i] (a: uint64[n], the vocabulary), or -1."""
-    n = a.shape[0]
-    n_ranges = (n + _RANGE - 1) // _RANGE
-    first = np.full(max(n_ranges, 1), -1, dtype=np.int64)
-    for r in nb.prange(n_ranges):
-        lo = r * _RANGE
-        hi = min(lo + _RANGE, n - 1)
-        for i in range(lo, hi):
-            if a[i + 1] <= a[i]:
-                first[r] = i
-                break
-    for r in range(n_ranges):
-        if first[r] >= 0:
-            return first[r]
+@nb.njit(cache=True)
+def descent(a, strict):
+    """First i with a[i + 1] < a[i] (strict: <=), or -1.
+
+    a: int64[n] (CSR offsets: monotone) or uint64[n] (the vocabulary: strictly increasing).
+    Serial on purpose: at open it reads only the O(N) forward offsets (tens of ms at 8.8M), and a
+    first parallel call would charge the thread pool's start to open.
+    """
+    for i in range(a.shape[0] - 1):
+        if a[i + 1] < a[i] or (strict and a[i + 1] == a[i]):
+            return i
     return -1
 
 
@@ -72,26 +59,19 @@ def rows_ascending_below(indptr, values, bound):
     """
     n_rows = indptr.shape[0] - 1
     n_ranges = (n_rows + _RANGE - 1) // _RANGE
-    first = np.full(max(n_ranges, 1), -1, dtype=np.int64)
+    found = np.full(max(n_ranges, 1), -1, dtype=np.int64)
     for r in nb.prange(n_ranges):
-        lo = r * _RANGE
-        hi = min(lo + _RANGE, n_rows)
-        for row in range(lo, hi):
+        for row in range(r * _RANGE, min((r + 1) * _RANGE, n_rows)):
             prev = np.int64(-1)
-            bad = False
             for p in range(indptr[row], indptr[row + 1]):
                 v = np.int64(values[p])
                 if v <= prev or v >= bound:
-                    bad = True
+                    found[r] = row
                     break
                 prev = v
-            if bad:
-                first[r] = row
+            if found[r] >= 0:
                 break
-    for r in range(n_ranges):
-        if first[r] >= 0:
-            return first[r]
-    return -1
+    return _first(found)
 
 
 @nb.njit(cache=True, parallel=True)
@@ -99,15 +79,65 @@ def first_zero(a):
     """First i with a[i] == 0 (a: uint32[n], term frequencies), or -1."""
     n = a.shape[0]
     n_ranges = (n + _RANGE - 1) // _RANGE
-    first = np.full(max(n_ranges, 1), -1, dtype=np.int64)
+    found = np.full(max(n_ranges, 1), -1, dtype=np.int64)
     for r in nb.prange(n_ranges):
-        lo = r * _RANGE
-        hi = min(lo + _RANGE, n)
-        for i in range(lo, hi):
+        for i in range(r * _RANGE, min((r + 1) * _RANGE, n)):
             if a[i] == 0:
-                first[r] = i
+                found[r] = i
                 break
-    for r in range(n_ranges):
-        if first[r] >= 0:
-            return first[r]
+    return _first(found)
+
+
+@nb.njit(cache=True)
+def _block_sound(vocab, b, shift, checked):
+    """Check block b strictly increasing and ordered against both neighbouring entries, once.
+
+    Returns the first i with vocab[i + 1] <= vocab[i], or -1 (and remembers the block as sound).
+    """
+    if checked[b]:
+        return -1
+    n = vocab.shape[0]
+    lo = b << shift
+    hi = min(lo + (1 << shift), n - 1)
+    for i in range(max(lo - 1, 0), hi):
+        if vocab[i + 1] <= vocab[i]:
+            return i
+    checked[b] = 1
     return -1
+
+
+@nb.njit(cache=True)
+def search_checked(vocab, hashes, checked, shift):
+    """np.searchsorted(vocab, hashes) (side left), checking every vocabulary block it reads.
+
+    vocab uint64[V]; hashes uint64[n]; checked uint8[(V >> shift) + 1], the blocks of 2**shift
+    entries already found strictly increasing (kept by the caller across calls). Every entry a
+    search compares is then ordered against its neighbours, so one wrong entry anywhere is either
+    found here or leaves the vocabulary sorted: it cannot steer a search away from a term
+    (several coordinated edits can; `verify` checks the whole array). Returns (positions
+    int64[n], the first defect i with vocab[i + 1] <= vocab[i], or -1).
+    """
+    n = vocab.shape[0]
+    pos = np.empty(hashes.shape[0], dtype=np.int64)
+    for j in range(hashes.shape[0]):
+        h = hashes[j]
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            bad = _block_sound(vocab, mid >> shift, shift, checked)
+            if bad >= 0:
+                return pos, bad
+            if vocab[mid] < h:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < n:  # the entry compared for equality: its block may differ from the last probe's
+            bad = _block_sound(vocab, lo >> shift, shift, checked)
+            if bad >= 0:
+                return pos, bad
+        if lo > 0:  # and the one before it, which the search may not have read
+            bad = _block_sound(vocab, (lo - 1) >> shift, shift, checked)
+            if bad >= 0:
+                return pos, bad
+        pos[j] = lo
+    return pos, np.int64(-1)
