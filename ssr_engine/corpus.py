@@ -3,7 +3,7 @@
 Sources: MS MARCO TSV (`id<TAB>text`, optionally after a header line), JSONL (ours, BEIR's
 `corpus.jsonl` and Pyserini's JsonCollection), any Python iterable of documents, and
 ir_datasets (`irds:NAME`). Files compressed with gzip, bzip2, xz or zstd are recognised by
-their magic bytes, whatever their name.
+their magic bytes, whatever their name (`inputs` opens them).
 
 A document is one or more *values* (fields): a JSONL `title` is a value of its own before
 the body, so bigrams never span title and body (DESIGN.md 6). A chunk carries its text as
@@ -13,28 +13,21 @@ strings except the external ids.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
 import json
-import lzma
 import os
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
 import numpy as np
 
 from .errors import InputError
+from .inputs import BOM, DECOMPRESS_ERRORS, detect_format, irds_dataset, open_input
 
 READ_BLOCK = 1 << 24  # bytes read at a time while looking for chunk_docs complete lines
 
-# (magic bytes, name): how compressed input is recognised, by content rather than by file name
-MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
-COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
-_DECOMPRESS_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError)
 ID_KEYS = ("id", "_id", "docid", "doc_id")  # ours, BEIR, Pyserini/ir_datasets spellings
 ITERABLE_LABEL = "<python iterable>"
 
@@ -63,56 +56,6 @@ class Chunk:
         return len(self.ids)
 
 
-def sniff_compression(path: str | Path) -> str | None:
-    """'gzip', 'bzip2', 'xz' or 'zstd' from the file's first bytes; None for anything else."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror}") from exc
-    for magic, name in MAGIC:
-        if head.startswith(magic):
-            return name
-    return None
-
-
-def open_input(path: str | Path) -> tuple[IO[bytes], IO[bytes]]:
-    """(decompressed byte stream, the raw file under it) for a file, compressed or not.
-
-    The raw file's position tells how much of the input has been consumed (progress).
-    """
-    path = Path(path)
-    kind = sniff_compression(path)
-    raw = open(path, "rb")  # noqa: SIM115 (closed by the caller, with the stream)
-    if kind is None:
-        return raw, raw
-    if kind == "gzip":
-        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")), raw
-    if kind == "bzip2":
-        return bz2.BZ2File(raw, "rb"), raw
-    if kind == "xz":
-        return lzma.LZMAFile(raw, "rb"), raw
-    try:
-        import zstandard
-    except ImportError:
-        raw.close()
-        raise InputError(path, None, "zstd-compressed input needs the 'zstandard' package") from None
-    return zstandard.ZstdDecompressor().stream_reader(raw), raw
-
-
-BOM = b"\xef\xbb\xbf"
-
-
-def starts_with_bom(path: str | Path) -> bool:
-    """Whether the (decompressed) input starts with a UTF-8 byte order mark, which the readers strip."""
-    stream, raw = open_input(Path(path))
-    with raw, stream as f:
-        try:
-            return f.read(len(BOM)) == BOM
-        except _DECOMPRESS_ERRORS:
-            return False  # the reader reports it, with the line
-
-
 def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0) -> Iterator[tuple[bytes, int, int]]:
     """Yield (bytes of up to chunk_docs whole lines, 1-based number of their first line, input position).
 
@@ -128,7 +71,7 @@ def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0) -> I
             while not eof and pending.count(b"\n") < chunk_docs + skip_lines:
                 try:
                     block = f.read(READ_BLOCK)
-                except _DECOMPRESS_ERRORS as exc:
+                except DECOMPRESS_ERRORS as exc:
                     raise InputError(path, first_line + pending.count(b"\n"),
                                      f"cannot decompress ({exc})") from None
                 if block:
@@ -379,21 +322,6 @@ def read_documents(docs: Iterable[Any], chunk_docs: int, skip_bad_lines: bool = 
         yield _values_chunk(ids, lines, values, counts, bad, consumed)
 
 
-def irds_dataset(name: str) -> Any:
-    """The ir_datasets dataset `name` (with or without the `irds:` prefix); SsrError if unavailable."""
-    from .errors import SsrError
-
-    name = name[5:] if name.startswith("irds:") else name
-    try:
-        import ir_datasets
-    except ImportError:
-        raise SsrError(f"irds:{name}: needs ir_datasets (pip install 'ssr_engine[irds]')") from None
-    try:
-        return ir_datasets.load(name)
-    except KeyError:
-        raise SsrError(f"irds:{name}: no such ir_datasets dataset") from None
-
-
 def read_irds(name: str, chunk_docs: int, skip_bad_lines: bool = False) -> Iterator[Chunk]:
     """The documents of an ir_datasets dataset (`irds:NAME`)."""
     from .errors import SsrError
@@ -402,27 +330,6 @@ def read_irds(name: str, chunk_docs: int, skip_bad_lines: bool = False) -> Itera
     if not dataset.has_docs():
         raise SsrError(f"{name}: this ir_datasets dataset has no documents")
     return read_documents(dataset.docs_iter(), chunk_docs, skip_bad_lines, label=name)
-
-
-def detect_format(path: str | Path) -> str:
-    """'jsonl' or 'tsv': by the name (.jsonl/.json/.ndjson, .tsv/.txt, a compression suffix
-    aside), else by the content (a first non-blank byte `{` is JSONL)."""
-    name = Path(path).name.lower()
-    for suffix in COMPRESSED_SUFFIXES:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    suffix = os.path.splitext(name)[1]
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        return "jsonl"
-    if suffix in (".tsv", ".txt"):
-        return "tsv"
-    stream, raw = open_input(path)
-    with raw, stream:
-        try:
-            head = stream.read(4096)
-        except _DECOMPRESS_ERRORS as exc:
-            raise InputError(path, None, f"cannot decompress ({exc})") from None
-    return "jsonl" if head.lstrip().startswith(b"{") else "tsv"
 
 
 def is_dataset(source: object) -> bool:

@@ -338,7 +338,7 @@ class Index:
     """An opened index segment: memory-mapped arrays plus the typed manifest.
 
     Opened through `open_index`, it is a snapshot: the arrays are mapped and the id table's file
-    is held open at open time, and the segment is held against removal (`generations.SegmentHold`)
+    is held open at open time, and the segment is held against removal (`locks.SegmentHold`)
     for the object's life, so a rebuild of the index never changes what it answers.
     """
 

@@ -1,5 +1,9 @@
 """Ownership, the writer lock, commit points and segments of an index directory.
 
+(Over 400 lines on purpose: the owner marker, commit points, the writer and the cleaner state
+one set of rules - what belongs to the engine, what is current, what may be removed and when -
+and a rule read in one place cannot drift from its twin. The locks themselves are in `locks`.)
+
 An index directory (format version 2) holds:
 
     ssr-index.json    owner marker: magic, format version, own checksum. Only a directory holding a
@@ -29,7 +33,6 @@ The API for segment-level writers (live indexes): `IndexWriter` (ownership, lock
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -38,8 +41,6 @@ import re
 import secrets
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,11 +48,12 @@ from typing import Any
 from .atomic import TMP_MARK, fsync_dir, os_error, write_text
 from .errors import IndexFormatError, SsrError
 
+# scratch_dir and clean_scratch are re-exported: agents/ import them from here (their old home)
+from .locks import LOCK, READERS, SegmentHold, WriterLock, clean_scratch, scratch_dir  # noqa: F401
+
 MAGIC = "ssr-index"
 LAYOUT_VERSION = 2
 OWNER = "ssr-index.json"
-LOCK = "write.lock"
-READERS = "readers.lock"
 SEGMENT_MANIFEST = "manifest.json"
 _COMMIT = re.compile(r"^commit-([0-9]{1,18})\.json$")
 _SEGMENT = re.compile(r"^seg-([0-9]{1,18})$")
@@ -150,86 +152,6 @@ def v1_error(root: Path, manifest: dict[str, Any]) -> IndexFormatError:
         f"{root}: an index of format version 1 (flat layout); this ssr_engine reads version {LAYOUT_VERSION} "
         f"(generations and commit points). Rebuild it: {cmd}"
     )
-
-
-# ---- locks -----------------------------------------------------------------------------------
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    own = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino) and own.st_nlink > 0
-
-
-class WriterLock:
-    """The exclusive writer lock of an index directory (`write.lock`, flock, never waited for)."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.path = root / LOCK
-        self._fd: int | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None and _same_file(self._fd, self.path)
-
-    def acquire(self) -> WriterLock:
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise os_error(self.path, exc, "take the writer lock") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise SsrError(f"{self.root}: another process is writing this index (it holds {self.path}); "
-                               "try again when it has finished") from exc
-            raise os_error(self.path, exc, "take the writer lock") from exc
-        if not _same_file(fd, self.path):  # removed or replaced between open and flock
-            os.close(fd)
-            raise SsrError(f"{self.root}: changed while taking the writer lock; try again")
-        self._fd = fd
-        return self
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor releases the flock
-            self._fd = None
-
-    def __enter__(self) -> WriterLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-class SegmentHold:
-    """A reader's shared lock on one segment (`readers.lock`), held until `close` or collection."""
-
-    def __init__(self, segment: Path):
-        self.segment = segment
-        path = segment / READERS
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # FileNotFoundError: removed; the caller retries
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a cleaner renames the segment away
-            if not _same_file(fd, path):
-                raise FileNotFoundError(errno.ENOENT, "segment removed while opening", str(segment))
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd: int | None = fd
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __del__(self) -> None:
-        self.close()
 
 
 # ---- commit points ---------------------------------------------------------------------------
@@ -549,56 +471,6 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
-
-
-SCRATCH_LOCK = "ssr-scratch.lock"
-
-
-@contextmanager
-def scratch_dir(parent: Path, prefix: str) -> Iterator[Path]:
-    """A private work folder `parent/{prefix}{random}` removed on exit, and by the next user of
-    `prefix` if this process dies: it holds a flock on its `ssr-scratch.lock` while alive, and
-    `clean_scratch` removes only folders of the prefix whose lock it can take."""
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise os_error(parent, exc, "create a folder") from exc
-    clean_scratch(parent, prefix)
-    path = parent / f"{prefix}{secrets.token_hex(6)}"
-    try:
-        path.mkdir()
-        fd = os.open(path / SCRATCH_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise os_error(path, exc, "create a work folder") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-        os.close(fd)
-
-
-def clean_scratch(parent: Path, prefix: str) -> None:
-    """Remove scratch folders of `prefix` in `parent` whose owner is gone (their lock is free)."""
-    try:
-        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
-    except OSError:
-        return
-    for name in names:
-        path = parent / name
-        try:
-            fd = os.open(path / SCRATCH_LOCK, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            continue  # no lock file: not a scratch folder of ours
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue  # alive
-        try:
-            shutil.rmtree(path, ignore_errors=True)
-        finally:
-            os.close(fd)
 
 
 def _remove_segment(path: Path) -> bool:

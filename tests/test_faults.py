@@ -50,6 +50,36 @@ def ssr(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
                           timeout=timeout)
 
 
+_MANY = r"""
+import contextlib, io, json, sys, traceback
+from ssr_engine.cli import main
+out = []
+for argv in json.loads(sys.argv[1]):
+    err, std = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 2
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    out.append([code, std.getvalue(), err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+def ssr_many(*commands: list[str], timeout: float = 600) -> list[subprocess.CompletedProcess[str]]:
+    """`ssr` commands run one after another in one child process (one interpreter and Numba start
+    instead of one each): a signal kills the child and fails the caller, a traceback is kept in
+    that command's stderr with exit status 1, so `assert_clean_error` sees both as it would."""
+    proc = subprocess.run([sys.executable, "-c", _MANY, json.dumps([list(c) for c in commands])],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])  # a crash (signal) of some command
+    return [subprocess.CompletedProcess(c, code, out, err)
+            for c, (code, out, err) in zip(commands, json.loads(proc.stdout.splitlines()[-1]), strict=True)]
+
+
 def assert_clean_error(proc: subprocess.CompletedProcess[str], match: str | None = None) -> None:
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])  # not a signal (< 0), not 1
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
@@ -119,10 +149,10 @@ def test_lying_forward_terms_are_an_error_in_the_scan(base, tmp_path):
     edit_array(w, "forward_terms", lambda arr: arr.__setitem__(5, 2**32 - 1))
     with pytest.raises(IndexFormatError, match="forward_terms.npy"):
         Searcher(w, method="exhaustive").search_batch(QUERIES, 10)
-    proc = ssr("search", "--index", str(w), "--method", "exhaustive", *QUERIES)
-    assert_clean_error(proc, "forward_terms.npy")
-    proc = ssr("search", "--index", str(w), "--verify", *QUERIES)
-    assert_clean_error(proc, "checksum mismatch")
+    scan, verify = ssr_many(["search", "--index", str(w), "--method", "exhaustive", *QUERIES],
+                            ["search", "--index", str(w), "--verify", *QUERIES])
+    assert_clean_error(scan, "forward_terms.npy")
+    assert_clean_error(verify, "checksum mismatch")
 
 
 @pytest.mark.parametrize("method,name", [("ssr", "postings_docs"), ("exhaustive", "forward_terms")])
@@ -193,14 +223,18 @@ def test_structural_edits_are_refused(base, term_strings, tmp_path, case):
 
 def test_structural_edits_exit_2_from_the_cli(base, term_strings, tmp_path):
     _, out, _ = base
+    commands, names = [], []
     for case in ("postings_indptr+1e6", "forward_indptr_flip", "doc_rank_duplicate", "vocab_unsorted"):
         name, fn = STRUCTURAL[case]
         w = copy(out, tmp_path / case)
         edit_array(w, name, fn)
         query = term_strings[READ_BY_LOOKUP[case](len(term_strings))] if case in READ_BY_LOOKUP else QUERIES[0]
         for extra in ((), ("--method", "exhaustive"), ("--explain",)):
-            assert_clean_error(ssr("search", "--index", str(w), *extra, query), f"{name}.npy")
-        assert_clean_error(ssr("verify", str(w)), f"{name}.npy")
+            commands.append(["search", "--index", str(w), *extra, query])
+        commands.append(["verify", str(w)])
+        names += [name] * 4
+    for proc, name in zip(ssr_many(*commands), names, strict=True):
+        assert_clean_error(proc, f"{name}.npy")
 
 
 def test_bm25_lookup_checks_the_terms_it_reads(base, tmp_path):
@@ -266,17 +300,20 @@ def reseal_manifest(index_dir: Path, change) -> None:
 
 def test_settings_edits_fail_the_manifest_checksum(base, tmp_path):
     _, out, _ = base
+    edited = []
     for key, value in (("seed", 1), ("bits", 32)):
         w = copy(out, tmp_path / f"w-{key}")
         seg = open_index(w).path / "manifest.json"
         seg.write_text(seg.read_text().replace(f'"{key}": {64 if key == "bits" else 0}', f'"{key}": {value}'))
         with pytest.raises(IndexFormatError, match="manifest.json: differs from the checksum in the commit"):
             open_index(w)
-        assert_clean_error(ssr("search", "--index", str(w), QUERIES[0]), "manifest.json")
         assert verify_index(w)
+        edited.append(w)
+    for proc in ssr_many(*(["search", "--index", str(w), QUERIES[0]] for w in edited)):
+        assert_clean_error(proc, "manifest.json")
 
 
-@pytest.mark.parametrize("change,match", [
+RESEALED = [
     (lambda m: m["counts"].__setitem__("documents", "many"), "documents must be a non-negative integer"),
     (lambda m: m["counts"].pop("terms"), "missing 'terms'"),
     (lambda m: m["counts"].__setitem__("postings", -1), "postings must be a non-negative integer"),
@@ -285,14 +322,20 @@ def test_settings_edits_fail_the_manifest_checksum(base, tmp_path):
     (lambda m: m["signals"].__setitem__("cap", "x"), "cap must be"),
     (lambda m: m.pop("signals"), "missing 'signals'"),
     (lambda m: m["files"].pop("vocab.npy"), "vocab.npy: not listed in the manifest"),
-])
-def test_resealed_manifest_with_bad_values_is_a_clear_error(base, tmp_path, change, match):
+]
+
+
+def test_resealed_manifest_with_bad_values_is_a_clear_error(base, tmp_path):
     _, out, _ = base
-    w = copy(out, tmp_path / "w")
-    reseal_manifest(w, change)
-    with pytest.raises(IndexFormatError, match=match):
-        open_index(w)
-    assert_clean_error(ssr("index-info", str(w)), "manifest")
+    edited = []
+    for i, (change, match) in enumerate(RESEALED):
+        w = copy(out, tmp_path / f"w{i}")
+        reseal_manifest(w, change)
+        with pytest.raises(IndexFormatError, match=match):
+            open_index(w)
+        edited.append(w)
+    for proc in ssr_many(*(["index-info", str(w)] for w in edited)):
+        assert_clean_error(proc, "manifest")
 
 
 # ---- kill -9 during builds and replaces -----------------------------------------------------------
@@ -354,10 +397,12 @@ def build_cli(coll: Path, out: Path, *extra: str, **kw) -> subprocess.CompletedP
 def test_bad_inputs_exit_2_naming_file_and_line(tmp_path):
     notab = tmp_path / "notab.tsv"
     notab.write_text("no tab here\nnor here\n")
-    assert_clean_error(build_cli(notab, tmp_path / "a", "--quiet"), "notab.tsv:1: no tab between id and text")
     surrogate = tmp_path / "s.jsonl"
     surrogate.write_text('{"id": "ok", "text": "fine"}\n{"id": "\\ud800", "text": "hello"}\n')
-    assert_clean_error(build_cli(surrogate, tmp_path / "b", "--quiet"), "s.jsonl:2: document id")
+    a, b = ssr_many(["build-index", "--collection", str(notab), "--out", str(tmp_path / "a"), "--quiet"],
+                    ["build-index", "--collection", str(surrogate), "--out", str(tmp_path / "b"), "--quiet"])
+    assert_clean_error(a, "notab.tsv:1: no tab between id and text")
+    assert_clean_error(b, "s.jsonl:2: document id")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notab.tsv", "s.jsonl"]
 
 
@@ -366,11 +411,12 @@ def test_gzip_input_is_read_and_a_bom_is_stripped_and_said(tmp_path):
 
     gz = tmp_path / "c.tsv"  # compressed, named as plain TSV
     gz.write_bytes(gzip.compress(b"1\thello world\n2\tfoo bar\n"))
-    assert build_cli(gz, tmp_path / "gz", "--quiet").returncode == 0
-    assert open_index(tmp_path / "gz").doc_ids() == ["1", "2"]
     bom = tmp_path / "bom.tsv"
     bom.write_bytes(b"\xef\xbb\xbf10\thello world\n9\thello there\n")
-    proc = build_cli(bom, tmp_path / "bom")
+    gz_build, proc = ssr_many(["build-index", "--collection", str(gz), "--out", str(tmp_path / "gz"), "--quiet"],
+                              ["build-index", "--collection", str(bom), "--out", str(tmp_path / "bom")])
+    assert gz_build.returncode == 0, gz_build.stderr[-2000:]
+    assert open_index(tmp_path / "gz").doc_ids() == ["1", "2"]
     assert proc.returncode == 0 and "byte order mark" in proc.stderr
     ix = open_index(tmp_path / "bom")
     assert ix.doc_ids() == ["10", "9"] and ix.manifest.ids["integer"] is True
@@ -380,11 +426,11 @@ def test_gzip_input_is_read_and_a_bom_is_stripped_and_said(tmp_path):
 
 def test_huge_k_is_every_candidate(base):
     _, out, bm25 = base
-    proc = ssr("search", "--index", str(out), "-k", str(2**63), QUERIES[0])
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert len(proc.stdout.splitlines()) == len(Searcher(out).search(QUERIES[0], None))
-    proc = ssr("search", "--index", str(bm25), "--method", "bm25", "-k", str(2**63), QUERIES[0])
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    ssr_k, bm25_k = ssr_many(["search", "--index", str(out), "-k", str(2**63), QUERIES[0]],
+                             ["search", "--index", str(bm25), "--method", "bm25", "-k", str(2**63), QUERIES[0]])
+    assert ssr_k.returncode == 0, ssr_k.stderr[-2000:]
+    assert len(ssr_k.stdout.splitlines()) == len(Searcher(out).search(QUERIES[0], None))
+    assert bm25_k.returncode == 0, bm25_k.stderr[-2000:]
 
 
 def test_unwritable_place_and_full_disk_exit_2_and_leave_nothing(base, tmp_path):

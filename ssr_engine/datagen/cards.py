@@ -13,126 +13,18 @@ plus the user's situation (words that are on no card).
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import resources
 
 from ..agents.cards import AgentCard, Skill, Tool
 
-# domain -> (objects, verbs, qualifiers)
+# domain -> (objects, verbs, qualifiers): a data table, kept as data (domains.json)
 DOMAINS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "finance": (
-        ("invoices", "expense reports", "stock portfolios", "tax returns", "budgets", "payroll",
-         "credit scores", "loan applications", "crypto wallets", "bank statements"),
-        ("analyze", "reconcile", "forecast", "audit", "categorize", "file", "track", "optimize"),
-        ("for small businesses", "quarterly", "in real time", "across currencies", "for freelancers",
-         "with compliance checks", "monthly", "for households"),
-    ),
-    "travel": (
-        ("flights", "hotel rooms", "train tickets", "rental cars", "itineraries", "visas",
-         "travel insurance", "airport transfers", "cruises", "vacation rentals"),
-        ("book", "compare", "cancel", "reschedule", "plan", "find", "track", "recommend"),
-        ("on a budget", "for families", "last minute", "for business trips", "in europe",
-         "with loyalty points", "for groups", "internationally"),
-    ),
-    "health": (
-        ("symptoms", "medications", "workout plans", "meal plans", "sleep patterns", "doctor appointments",
-         "lab results", "vaccinations", "blood pressure", "mental health check-ins"),
-        ("track", "schedule", "explain", "remind about", "monitor", "log", "interpret", "plan"),
-        ("for seniors", "daily", "for athletes", "during pregnancy", "for diabetics", "weekly",
-         "for children", "after surgery"),
-    ),
-    "legal": (
-        ("contracts", "nda agreements", "patents", "trademarks", "leases", "privacy policies",
-         "court filings", "wills", "employment agreements", "terms of service"),
-        ("draft", "review", "summarize", "compare", "redline", "check", "translate", "file"),
-        ("for startups", "under gdpr", "for landlords", "in plain english", "for employers",
-         "internationally", "before signing", "for nonprofits"),
-    ),
-    "software": (
-        ("pull requests", "unit tests", "sql queries", "docker images", "api endpoints", "bug reports",
-         "log files", "ci pipelines", "regular expressions", "kubernetes manifests"),
-        ("generate", "review", "debug", "refactor", "document", "optimize", "deploy", "explain"),
-        ("in python", "in rust", "for microservices", "on aws", "in typescript", "for legacy code",
-         "at scale", "with security checks"),
-    ),
-    "marketing": (
-        ("ad campaigns", "newsletters", "social media posts", "landing pages", "seo keywords",
-         "brand slogans", "press releases", "customer surveys", "influencer lists", "product descriptions"),
-        ("write", "schedule", "analyze", "optimize", "translate", "personalize", "audit", "generate"),
-        ("for ecommerce", "on instagram", "for b2b", "in multiple languages", "for local shops",
-         "on linkedin", "for product launches", "with a/b testing"),
-    ),
-    "education": (
-        ("math homework", "essays", "flashcards", "lesson plans", "quizzes", "language lessons",
-         "research papers", "study schedules", "exam questions", "reading lists"),
-        ("grade", "explain", "generate", "proofread", "summarize", "translate", "plan", "tutor"),
-        ("for high school", "for university", "for beginners", "step by step", "for teachers",
-         "in spanish", "for standardized tests", "for kids"),
-    ),
-    "weather": (
-        ("forecasts", "storm alerts", "air quality", "pollen counts", "uv index", "rainfall",
-         "wind conditions", "snow reports", "tide tables", "climate trends"),
-        ("forecast", "monitor", "alert about", "compare", "map", "report", "predict", "summarize"),
-        ("by zip code", "hourly", "for farmers", "for sailors", "for ski resorts", "worldwide",
-         "for outdoor events", "for pilots"),
-    ),
-    "shopping": (
-        ("prices", "coupons", "product reviews", "gift ideas", "grocery lists", "electronics deals",
-         "fashion outfits", "furniture", "returns", "order deliveries"),
-        ("compare", "find", "track", "recommend", "summarize", "reorder", "price check", "return"),
-        ("under budget", "for birthdays", "on amazon", "with free shipping", "second hand",
-         "for the holidays", "locally", "in bulk"),
-    ),
-    "media": (
-        ("videos", "podcasts", "photos", "music playlists", "subtitles", "movie reviews",
-         "audio recordings", "news articles", "ebooks", "youtube channels"),
-        ("transcribe", "summarize", "edit", "recommend", "translate", "tag", "convert", "caption"),
-        ("in minutes", "for creators", "for accessibility", "in any language", "for journalists",
-         "in high resolution", "for social media", "automatically"),
-    ),
-    "hr": (
-        ("job postings", "resumes", "interview questions", "onboarding checklists", "performance reviews",
-         "employee surveys", "salary benchmarks", "shift schedules", "training plans", "offer letters"),
-        ("write", "screen", "rank", "schedule", "analyze", "prepare", "benchmark", "draft"),
-        ("for tech roles", "for remote teams", "for retail staff", "fairly", "for executives",
-         "for interns", "at scale", "for hospitals"),
-    ),
-    "realestate": (
-        ("property listings", "mortgage rates", "home valuations", "rental yields", "open houses",
-         "inspection reports", "neighborhood data", "floor plans", "moving quotes", "hoa documents"),
-        ("estimate", "compare", "find", "schedule", "analyze", "summarize", "negotiate", "track"),
-        ("for first time buyers", "for investors", "in new york", "for renters", "near schools",
-         "for commercial space", "in the suburbs", "for retirees"),
-    ),
-    "food": (
-        ("recipes", "restaurant reservations", "wine pairings", "meal kits", "nutrition labels",
-         "food deliveries", "cocktails", "baking times", "catering orders", "pantry inventory"),
-        ("find", "book", "suggest", "scale", "order", "plan", "convert", "track"),
-        ("for vegans", "gluten free", "for dinner parties", "under 30 minutes", "for picky eaters",
-         "for large groups", "keto friendly", "on weeknights"),
-    ),
-    "security": (
-        ("passwords", "phishing emails", "vulnerabilities", "firewall rules", "access logs",
-         "malware samples", "ssl certificates", "security policies", "incident reports", "audit trails"),
-        ("detect", "scan", "rotate", "audit", "analyze", "report", "block", "monitor"),
-        ("for enterprises", "in real time", "for small offices", "across clouds", "for compliance",
-         "on endpoints", "continuously", "for developers"),
-    ),
-    "productivity": (
-        ("meetings", "emails", "calendars", "todo lists", "notes", "documents", "spreadsheets",
-         "presentations", "reminders", "project timelines"),
-        ("schedule", "summarize", "organize", "draft", "prioritize", "translate", "automate", "share"),
-        ("for busy managers", "across time zones", "for teams", "every morning", "in slack",
-         "for students", "in google workspace", "offline"),
-    ),
-    "automotive": (
-        ("car repairs", "used cars", "ev charging stations", "fuel prices", "parking spots",
-         "insurance quotes", "maintenance schedules", "traffic conditions", "recall notices", "car loans"),
-        ("find", "compare", "estimate", "schedule", "track", "diagnose", "book", "check"),
-        ("near me", "for electric vehicles", "for fleets", "by vin", "on road trips",
-         "for new drivers", "in the city", "for motorcycles"),
-    ),
+    name: (tuple(d["objects"]), tuple(d["verbs"]), tuple(d["qualifiers"]))
+    for name, d in json.loads(resources.files(__package__).joinpath("domains.json").read_text("utf-8")).items()
 }
 
 # query-side rewording of verbs (so queries do not simply repeat the cards)

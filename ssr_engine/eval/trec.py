@@ -79,7 +79,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def _read_bytes(path: Path) -> bytes:
     """The file's bytes, decompressed when its magic bytes say gzip, bzip2, xz or zstd."""
-    from ..corpus import open_input, sniff_compression
+    from ..inputs import open_input, sniff_compression
 
     try:
         if sniff_compression(path) is None:
@@ -96,8 +96,8 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _irds_queries(name: str) -> dict[str, str]:
-    from ..corpus import irds_dataset
     from ..errors import SsrError
+    from ..inputs import irds_dataset
 
     dataset = irds_dataset(name)
     if not dataset.has_queries():
@@ -110,8 +110,8 @@ def _irds_queries(name: str) -> dict[str, str]:
 
 
 def _irds_qrels(name: str) -> Qrels:
-    from ..corpus import irds_dataset
     from ..errors import SsrError
+    from ..inputs import irds_dataset
 
     dataset = irds_dataset(name)
     if not dataset.has_qrels():

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import os_errors
-from ..corpus import ITERABLE_LABEL, is_dataset, starts_with_bom
+from ..corpus import ITERABLE_LABEL, is_dataset
 from ..docstore import DocStoreWriter
 from ..errors import InputError, SsrError
 from ..extract import Extractor
 from ..format import Counts, HashSettings, Manifest, SignalSettings, write_manifest
 from ..generations import IndexWriter
 from ..hashing import HASH_NAME
+from ..inputs import starts_with_bom
 from ..signals import DEFAULT_CAP
 from ..stopwords import StopwordList, load_stopwords, resolve_stopwords
 from ..version import __version__

@@ -189,7 +189,7 @@ def _source_total(collection: Any) -> tuple[int | None, str]:
     if isinstance(collection, Path):
         return (collection.stat().st_size, "B") if collection.is_file() else (None, "B")
     if is_dataset(collection):
-        from ..corpus import irds_dataset
+        from ..inputs import irds_dataset
 
         try:
             return int(irds_dataset(str(collection)).docs_count()), "docs"
