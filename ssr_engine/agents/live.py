@@ -44,8 +44,10 @@ LOCK_WAIT = 30.0  # seconds a write waits for another writer (the index's lock i
 
 @dataclass
 class View:
-    """One commit of a registry: its searcher (a `live.LiveSearcher`) and each segment's card store."""
+    """One commit of a registry: its snapshot (`live.Snapshot`, segments held), its searcher
+    (`parts.PartsSearcher`) and each segment's card store."""
 
+    snapshot: Any
     searcher: Any
     stores: list[CardStore]
     deleted: list[np.ndarray | None]
@@ -54,7 +56,7 @@ class View:
     @property
     def version(self) -> int:
         """The commit's generation: it grows by one with every write."""
-        return int(self.searcher.generation)
+        return int(self.snapshot.generation)
 
     def __len__(self) -> int:
         return int(self.searcher.n_docs)
@@ -116,7 +118,7 @@ class View:
         return self.searcher.explain(query, int(self.bases[where[0]]) + where[1])
 
     def close(self) -> None:
-        self.searcher.close()
+        self.snapshot.close()
 
 
 class LiveRegistry:
@@ -131,6 +133,7 @@ class LiveRegistry:
         self.max_segments = max_segments
         self._lock = threading.RLock()
         self._stores: dict[tuple[str, str], CardStore] = {}
+        self._integer: dict[tuple[str, str | None], bool] = {}  # (segment, deletion file sha) -> live ids all integers
         self._writer: Any = None  # one LiveIndex for the registry's life: it reuses opened segments
         self._view = self._open_view()
         self._retired: View | None = None
@@ -206,19 +209,31 @@ class LiveRegistry:
             self._retired = None
 
     def _open_view(self, reuse: View | None = None) -> View:
-        from ..live import LiveSearcher, open_snapshot
+        from ..live import open_snapshot
+        from ..parts import PartsSearcher, live_ids_are_integers
 
-        snap = open_snapshot(self.path, reuse=None if reuse is None else reuse.searcher.snapshot)
+        snap = open_snapshot(self.path, reuse=None if reuse is None else reuse.snapshot)
         try:
             stores = [self._store(ix, ref.name, ref.manifest_sha256)
                       for ix, ref in zip(snap.indexes, snap.commit.segments, strict=True)]
-            searcher = LiveSearcher(self.path, snapshot=snap)
+            parts = snap.parts()
+            # the id order (integers or strings) of the live cards, remembered per segment and
+            # deletion file: recounting 100,000 ids on every write would cost more than the write
+            integer = True
+            for part, ref in zip(parts, snap.commit.segments, strict=True):
+                key = (ref.name, ref.deletes_sha256)
+                if key not in self._integer:
+                    self._integer[key] = live_ids_are_integers([part])
+                integer = integer and self._integer[key]
+            keys = {(ref.name, ref.deletes_sha256) for ref in snap.commit.segments}
+            self._integer = {key: v for key, v in self._integer.items() if key in keys}
+            searcher = PartsSearcher(parts, integer=integer)
         except BaseException:
             snap.close()
             raise
         deleted = [None if d is None else d.mask for d in snap.deletions]
         bases = np.cumsum([0] + [ix.n_docs for ix in snap.indexes]).astype(np.int64)
-        return View(searcher, stores, deleted, bases)
+        return View(snap, searcher, stores, deleted, bases)
 
     def _store(self, index: Any, name: str, sha256: str) -> CardStore:
         store = self._stores.get((name, sha256))
