@@ -253,6 +253,7 @@ def metatool(directory: Path | None, work: Path, cli_queries: int = 20) -> dict[
     reg = open_registry(reg_dir)
     server = Server(reg_dir)
     mismatches = cli_mismatches = empty = 0
+    cli_failures: list[dict[str, Any]] = []
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     started = time.perf_counter()
     try:
@@ -265,15 +266,19 @@ def metatool(directory: Path | None, work: Path, cli_queries: int = 20) -> dict[
                     mismatches += 1
                 empty += not got
                 if i < cli_queries:
-                    out = subprocess.run([sys.executable, "-m", "ssr_engine", "agents", "discover", "--index",
-                                          str(reg_dir), "--json", "-k", "20", q.text], env=env, check=True,
-                                         capture_output=True, text=True).stdout
-                    cli = [(e["id"], e["score"], e["matches"]) for e in json.loads(out)["pool"]]
+                    run = subprocess.run([sys.executable, "-m", "ssr_engine", "agents", "discover", "--index",
+                                          str(reg_dir), "--json", "-k", "20", q.text], env=env,
+                                         capture_output=True, text=True)
+                    if run.returncode != 0:  # a finding to report, with what the process said
+                        cli_failures.append({"query": q.text, "returncode": run.returncode,
+                                             "stderr": run.stderr[-2000:]})
+                        continue
+                    cli = [(e["id"], e["score"], e["matches"]) for e in json.loads(run.stdout)["pool"]]
                     cli_mismatches += cli != got
     finally:
         server.close()
     return {"cards": len(cards), "queries": len(queries), "pool_mismatches": mismatches, "empty_pools": empty,
-            "cli_queries": cli_queries, "cli_mismatches": cli_mismatches,
+            "cli_queries": cli_queries, "cli_mismatches": cli_mismatches, "cli_failures": cli_failures,
             "seconds": round(time.perf_counter() - started, 1),
             "source": str(directory) if directory else "the copy bundled with the package",
             "compared_with": "open_registry(reg).discover(q, 20) for every query (what `ssr agents discover` "
