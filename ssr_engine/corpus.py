@@ -24,12 +24,26 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
-from .inputs import BOM, DECOMPRESS_ERRORS, detect_format, irds_dataset, open_input
+from .inputs import BOM, DECOMPRESS_ERRORS, detect_format, irds_dataset, open_input, sniff_compression
 
 READ_BLOCK = 1 << 24  # bytes read at a time while looking for chunk_docs complete lines
 
 ID_KEYS = ("id", "_id", "docid", "doc_id")  # ours, BEIR, Pyserini/ir_datasets spellings
 ITERABLE_LABEL = "<python iterable>"
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """Whole lines of an uncompressed file, from byte `start` (a line start) to byte `end` (just after
+    a newline, or the file's end): one shard's input (`distributed.build`). Line numbers in chunks
+    and errors count from the range's first line; the sharded build adds the lines before it."""
+
+    path: Path
+    start: int
+    end: int
+
+    def __str__(self) -> str:
+        return str(self.path)
 
 
 @dataclass
@@ -56,21 +70,27 @@ class Chunk:
         return len(self.ids)
 
 
-def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0) -> Iterator[tuple[bytes, int, int]]:
+def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0,
+                          span: tuple[int, int] | None = None) -> Iterator[tuple[bytes, int, int]]:
     """Yield (bytes of up to chunk_docs whole lines, 1-based number of their first line, input position).
 
-    The first `skip_lines` lines (a header) are dropped; line numbers still count them.
+    The first `skip_lines` lines (a header) are dropped; line numbers still count them. `span`:
+    (start, end) bytes of an uncompressed file to read instead of all of it (`ByteRange`).
     """
     first_line = 1
     pending = b""
     eof = False
-    at_start = True
+    at_start = span is None or span[0] == 0
     stream, raw = open_input(path)
+    left = -1 if span is None else span[1] - span[0]  # bytes still to read (-1: to the end)
+    if span is not None:
+        raw.seek(span[0])
     with raw, stream as f:
         while True:
             while not eof and pending.count(b"\n") < chunk_docs + skip_lines:
                 try:
-                    block = f.read(READ_BLOCK)
+                    block = f.read(READ_BLOCK if left < 0 else min(READ_BLOCK, left))
+                    left -= len(block) if left > 0 else 0
                 except DECOMPRESS_ERRORS as exc:
                     raise InputError(path, first_line + pending.count(b"\n"),
                                      f"cannot decompress ({exc})") from None
@@ -127,10 +147,11 @@ def _fail_or_record(path: Path, line: int, reason: str, skip: bool, bad: list[Ba
     bad.append(BadLine(line, reason))
 
 
-def read_tsv(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, header: bool = False) -> Iterator[Chunk]:
+def read_tsv(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, header: bool = False,
+             span: tuple[int, int] | None = None) -> Iterator[Chunk]:
     """MS MARCO form: `id<TAB>text` per line (a further tab belongs to the text); `header`: skip line 1."""
     path = Path(path)
-    for raw, first_line, pos in _complete_line_blocks(path, chunk_docs, 1 if header else 0):
+    for raw, first_line, pos in _complete_line_blocks(path, chunk_docs, 1 if header else 0, span):
         arr = np.frombuffer(raw, dtype=np.uint8)
         newlines = np.flatnonzero(arr == 10)
         ends = newlines if raw.endswith(b"\n") else np.append(newlines, len(raw))
@@ -262,12 +283,12 @@ def _values_chunk(ids: list[str], lines: list[int], values: list[bytes], counts:
     )
 
 
-def read_jsonl(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, any_id: bool = False
-               ) -> Iterator[Chunk]:
+def read_jsonl(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, any_id: bool = False,
+               span: tuple[int, int] | None = None) -> Iterator[Chunk]:
     """One JSON object per line: {"id", "text"} or {"id", "fields": [...]}; BEIR {"_id", "title",
     "text"}; Pyserini {"id", "contents"} (see `document_fields`)."""
     path = Path(path)
-    for raw, first_line, pos in _complete_line_blocks(path, chunk_docs):
+    for raw, first_line, pos in _complete_line_blocks(path, chunk_docs, span=span):
         ids: list[str] = []
         lines: list[int] = []
         values: list[bytes] = []
@@ -337,11 +358,17 @@ def is_dataset(source: object) -> bool:
     return isinstance(source, str) and source.startswith("irds:")
 
 
-def read_collection(source: str | os.PathLike[str] | Iterable[Any], fmt: str, chunk_docs: int,
+def read_collection(source: str | os.PathLike[str] | ByteRange | Iterable[Any], fmt: str, chunk_docs: int,
                     skip_bad_lines: bool = False, header: bool = False) -> Iterator[Chunk]:
     """Chunks of a file (TSV or JSONL, maybe compressed), an `irds:NAME` dataset or an iterable."""
     if is_dataset(source):
         return read_irds(str(source), chunk_docs, skip_bad_lines)
+    span = None
+    if isinstance(source, ByteRange):
+        if sniff_compression(source.path) is not None:
+            raise InputError(source.path, None, "a byte range (a shard's input) needs an uncompressed file")
+        span = (source.start, source.end)
+        source = source.path
     if not isinstance(source, (str, os.PathLike)):
         if isinstance(source, (bytes, io.IOBase)):
             raise InputError(repr(source)[:40], None, "give a path or an iterable of documents")
@@ -354,9 +381,9 @@ def read_collection(source: str | os.PathLike[str] | Iterable[Any], fmt: str, ch
     if header and fmt != "tsv":
         raise InputError(path, None, "header applies to TSV collections only")
     if fmt == "tsv":
-        return read_tsv(path, chunk_docs, skip_bad_lines, header)
+        return read_tsv(path, chunk_docs, skip_bad_lines, header, span)
     if fmt == "jsonl":
-        return read_jsonl(path, chunk_docs, skip_bad_lines)
+        return read_jsonl(path, chunk_docs, skip_bad_lines, span=span)
     if fmt == "jsonl-any-id":  # agent registries: any non-empty id, whitespace included
         return read_jsonl(path, chunk_docs, skip_bad_lines, any_id=True)
     raise InputError(path, None, f"unknown collection format {fmt!r} (expected tsv, jsonl or auto)")

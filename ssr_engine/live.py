@@ -416,15 +416,21 @@ def open_bm25(path: str | os.PathLike[str], k1: float | None = None, b: float | 
 def open_search(path: str | os.PathLike[str], method: str | None = None, verify: bool = False, **bm25: Any):
     """The retriever of `method` (default: by the index's scoring) over the index directory `path`:
     the ordinary searchers for a plain index, a `LiveSearcher` for one with several segments or
-    deletions. `verify`: the full byte check first. `bm25`: k1, b."""
+    deletions, `distributed.LocalSharded` for a sharded index. `verify`: the full byte check first. `bm25`: k1, b."""
+    from .distributed.layout import is_sharded, verify_sharded
     from .format import open_index, verify_index
     from .retrieval import open_retriever
 
+    sharded = is_sharded(path)
     if verify:
-        problems = verify_index(path)
+        problems = verify_sharded(path) if sharded else verify_index(path)
         if problems:
             raise IndexFormatError("; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)"
                                                               if len(problems) > 5 else ""))
+    if sharded:  # searched in this process; `ssr search --ray` uses distributed.ShardedSearcher
+        from .distributed.search import open_local
+
+        return open_local(path, method, **bm25)
     snap = open_snapshot(path)
     scoring = snap.indexes[0].scoring
     method = method or ("bm25" if scoring == "bm25" else "ssr")

@@ -21,7 +21,8 @@ Inside a part, ties are broken by a rank array in the collection's id order (`Pa
 part's own `doc_rank` when its order is the collection's, else one computed at open.
 
 `Part`, `deletion_stats` and `PartsSearcher` are the reusable pieces (live indexes use them; a
-sharded search over parts with one global weight table can too).
+sharded index (`distributed`) passes its precomputed `GlobalStats` instead: then N, df and avgdl
+come from its weight table and a searcher may hold only some of the collection's parts).
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ _ROUND_ROWS = 1 << 22
 _ROUND_MIN = 32
 _ROUND_MAX = 1024
 _ROUND_ALL = 16
+
+
+@dataclass(frozen=True)
+class GlobalStats:
+    """The collection's N, df and BM25 token count, computed once (a sharded index's weight table).
+
+    tables: per part, int64[V_part]: the global df of each of the part's term ids.
+    """
+
+    n_docs: int
+    tables: Sequence[np.ndarray]
+    tokens: int = 0
+
+    def df(self, part: int, terms: np.ndarray) -> np.ndarray:
+        """Global df of the part's term ids `terms` (int64, all >= 0)."""
+        return np.asarray(self.tables[part][terms], dtype=np.int64)
 
 
 @dataclass
@@ -141,7 +158,8 @@ class PartsSearcher:
     """
 
     def __init__(self, parts: Sequence[Part], method: str | None = None, integer: bool | None = None,
-                 block: int = kernels.DEFAULT_BLOCK, k1: float = BM25_K1, b: float = BM25_B):
+                 block: int = kernels.DEFAULT_BLOCK, k1: float = BM25_K1, b: float = BM25_B,
+                 stats: GlobalStats | None = None):
         if not parts:
             raise SsrError("a collection needs at least one part")
         self.parts = list(parts)
@@ -158,7 +176,9 @@ class PartsSearcher:
         self.cap = int(settings["cap"]) if settings.get("cap") is not None else None
         self.stem = bool(settings.get("stem", False))
         self.block = block
-        self.n_live = sum(p.n_live for p in self.parts)
+        # stats: N, df and tokens of a whole collection of which these parts may be a few
+        self.stats = stats
+        self.n_live = stats.n_docs if stats is not None else sum(p.n_live for p in self.parts)
         self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
         self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
         self.ranks = [part_rank(p.index, self.integer) for p in self.parts]
@@ -173,7 +193,7 @@ class PartsSearcher:
             from .bm25 import BM25Searcher
 
             self._bm25 = [BM25Searcher(p.index, k1=k1, b=b) for p in self.parts]
-            tokens = sum(p.total_length() for p in self.parts)
+            tokens = stats.tokens if stats is not None else sum(p.total_length() for p in self.parts)
             # as a fresh build: the mean over all live documents; no tokens gives no results anyway
             self.avgdl = tokens / self.n_live if tokens and self.n_live else 1.0
 
@@ -204,14 +224,17 @@ class PartsSearcher:
         hashes: dict[tuple[int, int], np.ndarray] = {}
         df = np.zeros(n_sig, dtype=np.int64)
         found = []
-        for p, key in zip(self.parts, self._hash_keys, strict=True):
+        for i, (p, key) in enumerate(zip(self.parts, self._hash_keys, strict=True)):
             if key not in hashes:
                 hashes[key] = hash_spans(batch.data, batch.offsets, np.uint64(key[0]), hash_mask(key[1]))
             terms = lookup_terms(p.index, batch.data, batch.offsets, hashes[key])
             live = np.zeros(n_sig, dtype=np.int64)
             known = np.flatnonzero(terms >= 0)
             live[known] = p.live_df(terms[known])
-            df += live
+            if self.stats is None:
+                df += live
+            else:  # every part holding a signal has the same global df for it
+                df[known] = self.stats.df(i, terms[known])
             found.append((terms, live))
         weights = np.zeros(n_sig, dtype=np.float64)
         alive = np.flatnonzero(df > 0)
@@ -288,6 +311,10 @@ class PartsSearcher:
             known = np.flatnonzero(tid[i] >= 0)
             live[i, known] = p.live_df(tid[i, known])
         df = live.sum(axis=0)
+        if self.stats is not None:
+            for i in range(len(self.parts)):
+                known = np.flatnonzero(tid[i] >= 0)
+                df[known] = self.stats.df(i, tid[i, known])
         idf = {t: lucene_idf(self.n_live, int(df[j])) for j, t in enumerate(tokens) if df[j] > 0}
         col = {t: j for j, t in enumerate(tokens)}
         results = []
@@ -398,8 +425,11 @@ class PartsSearcher:
             a, z = int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
             pos = a + int(np.searchsorted(ix.postings_docs[a:z], d))
             if pos < z and int(ix.postings_docs[pos]) == d:
-                df = sum(int(p.live_df(np.array([b.term_id(token)]))[0]) for p, b in zip(self.parts, self._bm25,
-                         strict=True) if b.term_id(token) >= 0)
+                if self.stats is not None:
+                    df = int(self.stats.df(i, np.array([t]))[0])
+                else:
+                    df = sum(int(p.live_df(np.array([b.term_id(token)]))[0]) for p, b in zip(self.parts, self._bm25,
+                             strict=True) if b.term_id(token) >= 0)
                 tf = float(ix.postings_tf[pos])
                 shares.append((token, n * lucene_idf(self.n_live, df) * (tf / (norm + tf))))
         return sorted(shares, key=lambda p: (p[1], p[0]))

@@ -202,7 +202,7 @@ def numba_threads(threads: int | None, tasks: int | None = None) -> Iterator[int
 
 def open_retriever(index: str | os.PathLike[str] | Index, method: str = "ssr", *, k1: float = BM25_K1,
                    b: float = BM25_B) -> Retriever:
-    """The searcher of `method` over an index directory (or an opened `Index`).
+    """The searcher of `method` over an index directory (or an opened `Index`), plain, live or sharded.
 
     `ssr`, `union`, `maxscore` and `exhaustive` need an index built with scoring "ssr", `bm25` one built with
     scoring "bm25" (k1 and b apply to bm25 only). Raises `ArgumentError` for an unknown method
@@ -211,6 +211,13 @@ def open_retriever(index: str | os.PathLike[str] | Index, method: str = "ssr", *
     from .format import Index
 
     check_method(method)
+    if not isinstance(index, Index):
+        from .distributed.layout import is_sharded
+
+        if is_sharded(index):  # a sharded index, searched in this process (distributed.ShardedSearcher: on Ray)
+            from .distributed.search import open_local
+
+            return open_local(index, method, k1=k1, b=b)
     if method == "bm25":
         if not isinstance(index, Index):  # a directory: it may be a live index (live.open_bm25 decides)
             from .live import open_bm25

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import os_errors
-from ..corpus import ITERABLE_LABEL, is_dataset
+from ..corpus import ITERABLE_LABEL, ByteRange, is_dataset
 from ..docstore import DocStoreWriter
 from ..errors import InputError, SsrError
 from ..extract import Extractor
@@ -36,7 +36,7 @@ MAX_LISTED_BAD_LINES = 1000
 
 
 def build_index(
-    collection: str | os.PathLike[str] | Iterable[Any],
+    collection: str | os.PathLike[str] | ByteRange | Iterable[Any],
     out: str | os.PathLike[str],
     *,
     fmt: str = "auto",
@@ -73,7 +73,9 @@ def build_index(
     segment and registered in its manifest (an agent registry's card store).
     """
     started = time.time()
-    if isinstance(collection, (str, os.PathLike)) and not is_dataset(collection):
+    if isinstance(collection, ByteRange):
+        pass  # one shard's lines of a file (distributed.build)
+    elif isinstance(collection, (str, os.PathLike)) and not is_dataset(collection):
         collection = Path(collection)
     elif not is_dataset(collection):
         try:
@@ -218,7 +220,7 @@ class _OneShot:
 
 
 def _source_label(collection: Any) -> str:
-    if isinstance(collection, Path):
+    if isinstance(collection, (Path, ByteRange)):
         return str(collection)
     if is_dataset(collection):
         return str(collection)
@@ -262,15 +264,20 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
     }
 
 
-def _input_info(collection: Path | str | Iterable[Any], config: BuildConfig, label: str,
+def _input_info(collection: Path | str | ByteRange | Iterable[Any], config: BuildConfig, label: str,
                 inverted: Inverted) -> dict[str, Any]:
     """The manifest's `input` section: where the documents came from and what was skipped."""
-    is_file = isinstance(collection, Path)
+    is_file = isinstance(collection, (Path, ByteRange))
+    info: dict[str, Any] = {}
+    if isinstance(collection, ByteRange):  # a shard: its lines' numbers count from the range's start
+        info["byte_range"] = [collection.start, collection.end]
+        collection = collection.path
     return {
         "path": str(collection.absolute()) if isinstance(collection, Path) else label,
         "format": config.fmt if is_file else ("irds" if is_dataset(collection) else "python"),
         "header": config.header,
         "bytes": collection.stat().st_size if isinstance(collection, Path) else inverted.input_bytes,
+        **info,
         "lines_skipped": len(inverted.bad),
         "skipped": [{"line": b.line, "reason": b.reason} for b in inverted.bad[:MAX_LISTED_BAD_LINES]],
     }

@@ -1,0 +1,256 @@
+"""The sharded index layout: the only module that knows its file names and its manifest.
+
+A sharded index is a directory:
+
+    ssr-shards.json        the shard manifest (sealed with its own checksum, `generations.seal`):
+                           generation G, scoring, global N, BM25 tokens, the id order (integer
+                           ids or strings), and per shard its directory, documents, the sha256 of
+                           its segment manifest, its byte range of the input, and its slice of the
+                           weight table with that slice's sha256
+    gG-shard-NNN/          shard NNN: an ordinary index (`format`, `generations`), built alone
+    gG-weights-NNN.npy     int64[V_NNN]: the global df of each of shard NNN's term ids
+    write.lock             the writer lock (`generations.WriterLock`)
+
+The weight table is one table (signal -> global df) stored as one slice per shard, aligned with the
+shard's own term ids, so a searcher holding one shard maps only its slice and needs no lookup. It is
+computed once after the shards are built: scores depend on the collection only through N, df (and
+BM25's average length), so every shard weighs a signal exactly as one index over the collection.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..atomic import atomic_write
+from ..errors import IndexFormatError, SsrError
+from ..format import Index, open_index, sha256_file, verify_index
+from ..generations import seal, unseal
+
+MANIFEST = "ssr-shards.json"
+FORMAT = "ssr-shards"
+VERSION = 1
+_OURS = re.compile(r"^g(\d+)-(shard|weights)-(\d{3,})(\.npy)?$")
+
+
+def shard_name(generation: int, i: int) -> str:
+    return f"g{generation}-shard-{i:03d}"
+
+
+def weights_name(generation: int, i: int) -> str:
+    return f"g{generation}-weights-{i:03d}.npy"
+
+
+def generation_of(name: str) -> int | None:
+    """The generation of one of our shard directories or weight slices (by name), else None."""
+    m = _OURS.match(name)
+    return int(m.group(1)) if m else None
+
+
+def is_ours(name: str) -> bool:
+    """A name this layout writes: shards, slices, the manifest, or a temporary file of one (`atomic`)."""
+    from ..atomic import TMP_MARK
+
+    if name == MANIFEST or _OURS.match(name):
+        return True
+    if name.startswith(".") and TMP_MARK in name:
+        return is_ours(name[1:].split(TMP_MARK, 1)[0])
+    return False
+
+
+def is_sharded(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a sharded index directory (it holds a shard manifest)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def generation_files(root: Path, generation: int) -> list[Path]:
+    """The shard directories and weight slices of one generation found in `root` (ours by name)."""
+    out = []
+    for name in sorted(os.listdir(root)):
+        m = _OURS.match(name)
+        if m and int(m.group(1)) == generation:
+            out.append(root / name)
+    return out
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    name: str
+    documents: int
+    manifest_sha256: str
+    weights: str
+    weights_sha256: str
+    terms: int
+    byte_range: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class ShardManifest:
+    """The shard manifest, typed."""
+
+    generation: int
+    scoring: str
+    documents: int
+    tokens: int
+    integer: bool
+    shards: tuple[ShardEntry, ...]
+    input: dict[str, Any] = field(default_factory=dict)
+    build: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT, "version": VERSION, "generation": self.generation, "scoring": self.scoring,
+            "documents": self.documents, "tokens": self.tokens, "integer": self.integer,
+            "shards": [{"name": s.name, "documents": s.documents, "manifest_sha256": s.manifest_sha256,
+                        "weights": s.weights, "weights_sha256": s.weights_sha256, "terms": s.terms,
+                        "byte_range": None if s.byte_range is None else list(s.byte_range)} for s in self.shards],
+            "input": self.input, "build": self.build,
+        }
+
+
+def write_manifest(root: Path, manifest: ShardManifest) -> None:
+    """Publish `manifest` (atomically: readers see the old one or this one)."""
+    with atomic_write(root / MANIFEST) as f:
+        f.write(seal(manifest.to_dict()))
+
+
+def read_manifest(root: str | os.PathLike[str]) -> ShardManifest:
+    """The shard manifest of `root`; `IndexFormatError` when it is missing, corrupt or of another version."""
+    path = Path(root) / MANIFEST
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise IndexFormatError(f"{path}: unreadable ({exc.strerror})") from exc
+    body = unseal(path, text)
+    try:
+        if body["format"] != FORMAT or body["version"] != VERSION:
+            raise IndexFormatError(f"{path}: format {body['format']!r} version {body['version']!r}; this "
+                                   f"ssr_engine reads {FORMAT} version {VERSION}")
+        shards = tuple(ShardEntry(s["name"], int(s["documents"]), s["manifest_sha256"], s["weights"],
+                                  s["weights_sha256"], int(s["terms"]),
+                                  None if s["byte_range"] is None else tuple(s["byte_range"]))
+                       for s in body["shards"])
+        for s in shards:
+            if not (_OURS.match(s.name) and _OURS.match(s.weights)):
+                raise ValueError(f"bad shard entry {s.name!r}, {s.weights!r}")
+        return ShardManifest(int(body["generation"]), body["scoring"], int(body["documents"]), int(body["tokens"]),
+                             bool(body["integer"]), shards, body.get("input", {}), body.get("build", {}))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IndexFormatError(f"{path}: corrupt shard manifest ({exc})") from exc
+
+
+def save_table(path: Path, table: np.ndarray) -> str:
+    """Write one weight slice (int64 .npy, atomically); its sha256."""
+    with atomic_write(path, "wb") as f:
+        np.save(f, np.ascontiguousarray(table, dtype=np.int64), allow_pickle=False)
+    return sha256_file(path)
+
+
+def open_shard(root: Path, manifest: ShardManifest, i: int) -> tuple[Index, np.ndarray]:
+    """Shard i's index and weight slice (memory-mapped), checked against the manifest."""
+    entry = manifest.shards[i]
+    index = open_index(root / entry.name)
+    try:
+        assert index.commit is not None
+        refs = index.commit.segments
+        if len(refs) != 1 or refs[0].manifest_sha256 != entry.manifest_sha256:
+            raise IndexFormatError(f"{root / entry.name}: not the shard {root / MANIFEST} records (changed since "
+                                   "the sharded build; rebuild it)")
+        try:
+            table = np.load(root / entry.weights, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise IndexFormatError(f"{root / entry.weights}: unreadable weight table ({exc})") from exc
+        if table.dtype != np.int64 or table.shape != (index.n_terms,) or index.n_terms != entry.terms:
+            raise IndexFormatError(f"{root / entry.weights}: {table.dtype}{list(table.shape)}, expected "
+                                   f"int64[{index.n_terms}] (corrupt)")
+    except BaseException:
+        index.close()
+        raise
+    return index, table
+
+
+def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
+    """The weight table's slices (global df of each shard's terms) and the cross-shard hash collisions found.
+
+    Shards share the hash seed, so one signal has one hash everywhere; a hash held by two shards
+    is one signal only when its strings agree (a collision is reported, never summed). One merge
+    pass per pair of shards (`kernels.shards.match_sorted`).
+    """
+    from ..kernels.shards import match_sorted
+    from ..kernels.spans import spans_equal
+
+    tables = [np.diff(np.asarray(ix.postings_indptr)).astype(np.int64) for ix in indexes]
+    own = [t.copy() for t in tables]
+    collisions: list[str] = []
+    for s in range(len(indexes)):
+        for t in range(s + 1, len(indexes)):
+            a, b = indexes[s], indexes[t]
+            pos = match_sorted(a.vocab, b.vocab)
+            hit = np.flatnonzero(pos >= 0)
+            same = spans_equal(a.signal_bytes, a.signal_offsets, hit, b.signal_bytes, b.signal_offsets, pos[hit])
+            if not same.all():
+                i = int(hit[np.flatnonzero(~same)[0]])
+                collisions.append(f"{a.signal(i)!r} ({a.path}) and {b.signal(int(pos[i]))!r} ({b.path}) share "
+                                  f"hash {int(a.vocab[i]):#x}")
+                continue
+            tables[s][hit] += own[t][pos[hit]]
+            tables[t][pos[hit]] += own[s][hit]
+    return tables, collisions
+
+
+def total_tokens(indexes: list[Index]) -> int:
+    """Tokens of every document (BM25 indexes; 0 for SSR ones)."""
+    return sum(int(np.asarray(ix.doc_lengths).sum(dtype=np.int64)) for ix in indexes if ix.doc_lengths is not None)
+
+
+def verify_sharded(root: str | os.PathLike[str]) -> list[str]:
+    """The full check of a sharded index: manifest, every shard (`format.verify_index`), every weight
+    slice's sha256, and the table recomputed from the shards; the problems found (empty: sound)."""
+    root = Path(root)
+    try:
+        manifest = read_manifest(root)
+    except IndexFormatError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    for entry in manifest.shards:
+        problems += verify_index(root / entry.name)
+        w = root / entry.weights
+        if not w.is_file():
+            problems.append(f"{w}: missing")
+        elif sha256_file(w) != entry.weights_sha256:
+            problems.append(f"{w}: checksum mismatch (corrupt)")
+    if problems:
+        return problems
+    opened: list[Index] = []
+    try:
+        stored = []
+        for i in range(len(manifest.shards)):
+            ix, table = open_shard(root, manifest, i)
+            opened.append(ix)
+            stored.append(table)
+        tables, collisions = global_tables(opened)
+        problems += [f"{root}: hash collision across shards: {c}" for c in collisions]
+        for entry, mine, theirs in zip(manifest.shards, tables, stored, strict=True):
+            if not np.array_equal(mine, theirs):
+                problems.append(f"{root / entry.weights}: differs from the df recomputed from the shards")
+        n = sum(ix.n_docs for ix in opened)
+        if n != manifest.documents or total_tokens(opened) != manifest.tokens:
+            problems.append(f"{root / MANIFEST}: N or token count differs from the shards'")
+        if integer_ids(opened) != manifest.integer:
+            problems.append(f"{root / MANIFEST}: the id order differs from the shards' ids")
+    except (IndexFormatError, SsrError) as exc:
+        problems.append(str(exc))
+    finally:
+        for ix in opened:
+            ix.close()
+    return problems
+
+
+def integer_ids(indexes: list[Index]) -> bool:
+    """The collection's id order: integers only when every shard's ids all are (`ids`)."""
+    return all(bool(ix.manifest.ids.get("integer")) for ix in indexes)

@@ -1,0 +1,316 @@
+"""Searching a sharded index: in this process (`open_local`) or through one Ray actor per shard
+(`ShardedSearcher`). Both are `retrieval.Retriever`s and answer exactly as one index over the
+collection would, ids, scores, matches and document numbers alike.
+
+Each shard is a `parts.Part` searched by `parts.PartsSearcher` with the index's `GlobalStats` (N,
+BM25 tokens and the shard's slice of the weight table), so no statistics travel at query time.
+Through Ray, the driver puts the batch's query texts in the object store once (a NumPy string
+array: smaller than their signals), every actor returns its exact top-k as flat arrays (offsets,
+docs, scores, matches, ids), and the driver merges them by the full key (`parts.merge_results`).
+Document numbers are collection-wide: shard i's first number is the sum of the earlier shards'
+sizes, which for a file split into byte ranges is the document's position in the file.
+
+Faults: an actor that dies (a crash, `ray.kill`) is started again and its share of the batch sent
+again (`retries` times); a shard that still fails raises an `SsrError` naming it, unless
+`allow_partial=True`: then the results are `ShardedResult`s listing the shards that answered.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import SsrError
+from ..parts import GlobalStats, Part, PartsSearcher, merge_results
+from ..retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc
+from . import layout
+
+_ROUND_ROWS = 1 << 22  # rows (per shard) of one round: k * queries
+_ROUND_MIN, _ROUND_MAX, _ROUND_ALL = 32, 2048, 16
+_IN_FLIGHT = 2  # rounds sent before the first is gathered: actors work while the driver merges
+
+
+@dataclass
+class ShardedResult(SearchResult):
+    """A result that may lack some shards (`allow_partial=True`): `shards` answered, `missing` did not."""
+
+    shards: tuple[int, ...] = ()
+    missing: tuple[int, ...] = ()
+
+
+def _methods(scoring: str) -> tuple[str, ...]:
+    return ("ssr", "exhaustive") if scoring == "ssr" else ("bm25",)
+
+
+class LocalSharded:
+    """A sharded index searched in this process: every shard mapped, one `PartsSearcher` over them."""
+
+    def __init__(self, path: str | os.PathLike[str], method: str | None = None, k1: float = BM25_K1,
+                 b: float = BM25_B):
+        self.root = Path(path).absolute()
+        self.manifest = m = layout.read_manifest(self.root)
+        self.method = method or ("bm25" if m.scoring == "bm25" else "ssr")
+        check_method(self.method, _methods(m.scoring))
+        opened = []
+        try:
+            for i in range(len(m.shards)):
+                opened.append(layout.open_shard(self.root, m, i))
+            stats = GlobalStats(m.documents, [t for _, t in opened], m.tokens)
+            self._parts = PartsSearcher([Part(ix) for ix, _ in opened], self.method, integer=m.integer,
+                                        stats=stats, k1=k1, b=b)
+        except BaseException:
+            for ix, _ in opened:
+                ix.close()
+            raise
+        self.indexes = [ix for ix, _ in opened]
+
+    @property
+    def n_docs(self) -> int:
+        return self.manifest.documents
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {**self._parts.settings, "shards": len(self.indexes)}
+
+    def search(self, query: str, k: int | None = 10) -> SearchResult:
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int | None = 10,
+                     threads: int | None = None) -> list[SearchResult]:
+        return self._parts.search_batch(queries, k, threads)
+
+    def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
+        return self._parts.pool_sizes(queries, threads)
+
+    def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
+        return self._parts.explain(query, doc)
+
+    def doc(self, doc: str | int) -> str:
+        from ..docstore import DocStore
+
+        d = internal_doc(doc, self._parts.internal_id, self.root)
+        i = int(np.searchsorted(self._parts.bases, d, side="right")) - 1
+        if not 0 <= d < self.n_docs:
+            raise SsrError(f"no document number {d}")
+        return DocStore(self.indexes[i]).text(d - int(self._parts.bases[i]))
+
+    def close(self) -> None:
+        for ix in self.indexes:
+            ix.close()
+
+
+def open_local(path: str | os.PathLike[str], method: str | None = None, k1: float = BM25_K1,
+               b: float = BM25_B) -> LocalSharded:
+    """A sharded index searched in this process (no Ray)."""
+    return LocalSharded(path, method, k1, b)
+
+
+class ShardWorker:
+    """One shard, the body of a Ray actor: the shard mapped, searched with the global weights."""
+
+    def __init__(self, root: str, i: int, generation: int, method: str, threads: int, k1: float, b: float):
+        manifest = layout.read_manifest(root)
+        if manifest.generation != generation:
+            raise SsrError(f"{root}: rebuilt since it was opened (generation {manifest.generation}, "
+                           f"not {generation}); open it again")
+        ix, table = layout.open_shard(Path(root), manifest, i)
+        self.index = ix
+        self.threads = threads
+        stats = GlobalStats(manifest.documents, [table], manifest.tokens)
+        self.searcher = PartsSearcher([Part(ix)], method, integer=manifest.integer, stats=stats, k1=k1, b=b)
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def search(self, queries: np.ndarray, k: int | None) -> tuple[np.ndarray, ...]:
+        """(offsets int64[Q + 1], docs int64 (shard numbers), scores float64, matches int32, ids str)."""
+        res = self.searcher.search_batch(queries.tolist(), k, threads=self.threads)
+        offsets = np.zeros(len(res) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in res], out=offsets[1:])
+        if not res or offsets[-1] == 0:
+            return offsets, np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int32), np.zeros(0, "U1")
+        return (offsets, np.concatenate([r.docs for r in res]), np.concatenate([r.scores for r in res]),
+                np.concatenate([r.matches for r in res]), np.concatenate([r.ids for r in res]))
+
+    def pool_sizes(self, queries: np.ndarray) -> np.ndarray:
+        return self.searcher.pool_sizes(queries.tolist(), threads=self.threads)
+
+    def internal_id(self, doc_id: str) -> int | None:
+        return self.searcher.internal_id(doc_id)
+
+    def explain(self, query: str, doc: int) -> list[tuple[str, float]]:
+        return self.searcher.explain(query, doc)
+
+    def doc(self, doc: int) -> str:
+        from ..docstore import DocStore
+
+        return DocStore(self.index).text(doc)
+
+
+class ShardedSearcher:
+    """A sharded index searched through Ray: one actor per shard, results merged in this process.
+
+    `ray_address`: a running cluster (every node must see `path` at the same place); None starts a
+    local Ray instance unless this process is connected already. `allow_partial`: when a shard
+    fails after `retries` restarts, answer from the others (`ShardedResult.missing` says which
+    are absent) instead of raising. `actor_cpus`: CPUs reserved per actor (default: the cluster's
+    CPUs shared among the shards, at most 1); each actor runs max(1, int(actor_cpus)) Numba threads.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], ray_address: str | None = None, allow_partial: bool = False,
+                 method: str | None = None, k1: float = BM25_K1, b: float = BM25_B, retries: int = 1,
+                 actor_cpus: float | None = None):
+        from ._ray import connect
+
+        self._ray = ray = connect(ray_address)
+        self.root = Path(path).absolute()
+        self.manifest = m = layout.read_manifest(self.root)
+        self.method = method or ("bm25" if m.scoring == "bm25" else "ssr")
+        check_method(self.method, _methods(m.scoring))
+        self.allow_partial = allow_partial
+        self.retries = retries
+        self.bases = np.cumsum([0] + [s.documents for s in m.shards]).astype(np.int64)
+        cpus = max(1.0, float(ray.cluster_resources().get("CPU", 1)))
+        self.actor_cpus = actor_cpus if actor_cpus is not None else min(1.0, cpus / len(m.shards))
+        self._args = (str(self.root), m.generation, self.method, max(1, int(self.actor_cpus)), k1, b)
+        self._k1, self._b = k1, b
+        self._cls = ray.remote(num_cpus=self.actor_cpus, max_restarts=0)(ShardWorker)
+        self.actors: list[Any] = [self._start(i) for i in range(len(m.shards))]
+        for i in range(len(self.actors)):  # every shard opens (or a clear error) before the first query
+            self._call(i, "ready")
+
+    def _start(self, i: int) -> Any:
+        return self._cls.remote(self._args[0], i, *self._args[1:])
+
+    @property
+    def n_docs(self) -> int:
+        return self.manifest.documents
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"shards": len(self.actors), "ray": True}
+        if self.manifest.scoring == "ssr":
+            return {"weight": "ln((N + 1) / (df + 1)) + 1", "order": "score desc, matches desc, id asc", **s}
+        avgdl = self.manifest.tokens / self.n_docs if self.manifest.tokens and self.n_docs else 1.0
+        return {"k1": self._k1, "b": self._b, "avgdl": avgdl, **s}
+
+    # ------------------------------------------------------------------------- faults
+
+    def _call(self, i: int, name: str, *args: Any, ref: Any = None) -> Any:
+        """ray.get of actor i's `name`(*args) (`ref`: the call already sent); a dead actor is started
+        again and the call sent again, `retries` times; then an `SsrError` naming the shard."""
+        ray = self._ray
+        for attempt in range(self.retries + 1):
+            if ref is None:
+                ref = getattr(self.actors[i], name).remote(*args)
+            try:
+                return ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                error: BaseException = exc
+                if attempt < self.retries:
+                    self.actors[i] = self._start(i)
+                    ref = None
+                    continue
+            except ray.exceptions.RayTaskError as exc:
+                error = exc.cause if isinstance(getattr(exc, "cause", None), SsrError) else exc
+                break
+        raise _ShardFailed(i, f"shard {i} ({self.root / self.manifest.shards[i].name}) failed: "
+                              f"{str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__}")
+
+    # ------------------------------------------------------------------------- search
+
+    def search(self, query: str, k: int | None = 10) -> SearchResult:
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int | None = 10,
+                     threads: int | None = None) -> list[SearchResult]:
+        """Top-k of every query over all shards, exactly as one index would answer (`threads` is
+        unused: each actor runs its own threads)."""
+        check_k(k)
+        queries = list(queries)
+        n_shards = len(self.actors)
+        step = _ROUND_ALL if k is None else max(_ROUND_MIN, min(_ROUND_MAX, _ROUND_ROWS // k))
+        rounds = [np.array(queries[a : a + step], dtype=str) for a in range(0, len(queries), step)]
+        out: list[SearchResult] = []
+        sent: list[tuple[np.ndarray, Any, list[Any]]] = []
+        for r in range(len(rounds) + _IN_FLIGHT):
+            if r < len(rounds):
+                sent.append(self._scatter(rounds[r], k))
+            if r >= _IN_FLIGHT - 1 and sent:
+                out += self._gather(*sent.pop(0), k, n_shards)
+        return out
+
+    def _scatter(self, queries: np.ndarray, k: int | None) -> tuple[np.ndarray, Any, list[Any]]:
+        """Send one round to every actor: (queries, their object, the calls)."""
+        obj = self._ray.put(queries)
+        return queries, obj, [a.search.remote(obj, k) for a in self.actors]
+
+    def _gather(self, queries: np.ndarray, obj: Any, refs: list[Any], k: int | None,
+                n_shards: int) -> list[SearchResult]:
+        results, ids, answered = [], [], []
+        for i, ref in enumerate(refs):
+            try:
+                offsets, docs, scores, matches, id_arr = self._call(i, "search", obj, k, ref=ref)
+            except _ShardFailed as exc:
+                if not self.allow_partial:
+                    raise SsrError(f"{exc} (no partial results: pass allow_partial=True to accept them)") from None
+                continue
+            results.append((offsets, docs + self.bases[i], scores, matches))
+            ids.append(id_arr)
+            answered.append(i)
+        nq = queries.shape[0]
+        if not results:
+            raise SsrError(f"{self.root}: no shard answered")
+        merged = merge_results(results, ids, nq, k, self.manifest.integer)
+        if len(answered) == n_shards and not self.allow_partial:
+            return merged
+        missing = tuple(sorted(set(range(n_shards)) - set(answered)))
+        return [ShardedResult(r.ids, r.scores, r.matches, r.docs, tuple(answered), missing) for r in merged]
+
+    def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
+        arr = np.array(list(queries), dtype=str)
+        obj = self._ray.put(arr)
+        refs = [a.pool_sizes.remote(obj) for a in self.actors]
+        sizes = [self._call(i, "pool_sizes", obj, ref=ref) for i, ref in enumerate(refs)]
+        return np.sum(sizes, axis=0).astype(np.int64)
+
+    # ------------------------------------------------------------------------ explain
+
+    def _locate(self, doc: str | int) -> tuple[int, int]:
+        """(shard, its document number) of an external id or a collection-wide number."""
+        if isinstance(doc, str):
+            for i in range(len(self.actors)):
+                d = self._call(i, "internal_id", doc)
+                if d is not None:
+                    return i, int(d)
+            raise SsrError(f"{self.root}: no document with id {doc!r}")
+        d = internal_doc(doc, lambda _: None, self.root)
+        if not 0 <= d < self.n_docs:
+            raise SsrError(f"no document number {d}")
+        i = int(np.searchsorted(self.bases, d, side="right")) - 1
+        return i, d - int(self.bases[i])
+
+    def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
+        i, d = self._locate(doc)
+        return self._call(i, "explain", query, d)
+
+    def doc(self, doc: str | int) -> str:
+        i, d = self._locate(doc)
+        return self._call(i, "doc", d)
+
+    def close(self) -> None:
+        """Stop the actors (the Ray instance stays up)."""
+        for a in self.actors:
+            self._ray.kill(a)
+        self.actors = []
+
+
+class _ShardFailed(SsrError):
+    def __init__(self, shard: int, message: str):
+        self.shard = shard
+        super().__init__(message)
