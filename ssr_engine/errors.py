@@ -15,8 +15,12 @@ class InputError(SsrError):
     def __init__(self, path: object, line: int | None, message: str):
         self.path = str(path)
         self.line = line
+        self.reason = message
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
+
+    def __reduce__(self):  # pickled whole across processes (a sharded build's workers)
+        return (type(self), (self.path, self.line, self.reason))
 
 
 class IndexFormatError(SsrError):

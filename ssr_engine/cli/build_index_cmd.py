@@ -1,4 +1,4 @@
-"""`ssr build-index --collection FILE --out DIR`: build an index."""
+"""`ssr build-index --collection FILE --out DIR [--shards S]`: build an index (or a sharded one)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store-text", action="store_true",
                    help="keep every document's text in a zstd-compressed store (ssr search --show-text)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--shards", type=int, metavar="S",
+                   help="build a sharded index: the file cut into S byte ranges on line boundaries, one shard each, "
+                        "built as Ray tasks (a local Ray instance unless --ray-address), then one global weight table")
+    p.add_argument("--ray-address", metavar="ADDR", help="with --shards: the Ray cluster to build on (shared --out)")
+    p.add_argument("--no-ray", action="store_true", help="with --shards: build the shards in local processes")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.dataset is not None and not args.dataset.startswith("irds:"):
         raise SsrError(f"--dataset {args.dataset!r}: expected irds:NAME (an ir_datasets id)")
+    if args.shards is None and (args.ray_address or args.no_ray):
+        raise SsrError("--ray-address and --no-ray apply to a sharded build (--shards S)")
+    if args.shards is not None:
+        return _sharded(args)
     out = build_index(
         args.collection if args.collection is not None else args.dataset, args.out, fmt=args.fmt, header=args.header,
         stopwords=args.stopwords, cap=args.cap, chunk_docs=args.chunk_docs,
@@ -53,4 +62,27 @@ def run(args: argparse.Namespace) -> int:
         f"{m.input['lines_skipped']} lines skipped, {m.build['seconds']:.1f} s",
         file=sys.stderr,
     )
+    return 0
+
+
+def _sharded(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..distributed import build_sharded
+    from ..distributed.layout import read_manifest
+    from ..errors import SsrError
+
+    if args.dataset is not None:
+        raise SsrError("--shards splits a file by byte ranges: give --collection FILE")
+    if args.no_ray and args.ray_address:
+        raise SsrError("--no-ray and --ray-address exclude each other")
+    out = build_sharded(
+        args.collection, args.out, args.shards, runner="processes" if args.no_ray else "ray",
+        ray_address=args.ray_address, force=args.force, quiet=args.quiet, fmt=args.fmt, header=args.header,
+        stopwords=args.stopwords, cap=args.cap, chunk_docs=args.chunk_docs, workers=args.workers,
+        skip_bad_lines=args.skip_bad_lines, scoring=args.scoring, stem=args.stem, store_text=args.store_text,
+    )
+    m = read_manifest(out)
+    print(f"built {out}: {len(m.shards)} shards, {m.documents} documents, {m.build['seconds']:.1f} s "
+          f"({m.build['runner']})", file=sys.stderr)
     return 0

@@ -48,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="trec (default): float32 scores strictly decreasing along our order, so trec_eval, "
                         "pytrec_eval and ir_measures evaluate the same ranking; exact: the true float64 scores")
     p.add_argument("--quiet", action="store_true", help="no progress bar, notices or summary")
+    p.add_argument("--ray", action="store_true",
+                   help="a sharded index: search through one Ray actor per shard (default: in this process)")
+    p.add_argument("--ray-address", metavar="ADDR", help="with --ray: the Ray cluster (default: a local instance)")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip malformed query/qrels lines (counted in the report) instead of failing")
 
@@ -67,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     report = run_evaluation(
         args.index, args.queries, args.qrels, args.method, args.k, run_path=args.run, report_path=args.report,
         threads=args.threads, tag=args.tag, k1=args.k1, b=args.b, skip_bad_lines=args.skip_bad_lines,
-        latency_queries=args.latency_queries, run_scores=args.run_scores, quiet=args.quiet,
+        latency_queries=args.latency_queries, run_scores=args.run_scores, quiet=args.quiet, ray=args.ray,
+        ray_address=args.ray_address,
         **({"measures": args.measures} if args.measures else {}),
     )
     if not args.quiet:

@@ -29,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="check every file's checksum and the full structure before searching (reads the whole index)")
     p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
     p.add_argument("--quiet", action="store_true", help="no notices on stderr (e.g. the first run's compilation)")
+    p.add_argument("--ray", action="store_true",
+                   help="a sharded index: search through one Ray actor per shard (default: in this process)")
+    p.add_argument("--ray-address", metavar="ADDR", help="with --ray: the Ray cluster (default: a local instance)")
 
 
 def _lines(args: argparse.Namespace, retriever, qids: list[str], texts: list[str], results):
@@ -92,7 +95,17 @@ def run(args: argparse.Namespace) -> int:
 
     from ..live import open_search
 
-    retriever = open_search(args.index, args.method, verify=args.verify)  # plain or live index
+    if args.ray or args.ray_address:
+        from ..distributed import ShardedSearcher, is_sharded, verify_sharded
+
+        if not is_sharded(args.index):
+            raise SsrError(f"{args.index}: --ray searches a sharded index (ssr build-index --shards S)")
+        problems = verify_sharded(args.index) if args.verify else []
+        if problems:
+            raise SsrError("; ".join(problems[:5]))
+        retriever = ShardedSearcher(args.index, args.ray_address, method=args.method)
+    else:
+        retriever = open_search(args.index, args.method, verify=args.verify)  # plain, live or sharded index
     args.method = retriever.method  # the index's own when none was given (the run tag)
     if args.show_text and retriever.n_docs:
         retriever.doc(0)  # fails (no text stored) before any output is written

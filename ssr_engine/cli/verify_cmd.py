@@ -1,4 +1,4 @@
-"""`ssr verify DIR`: recompute every checksum of an index."""
+"""`ssr verify DIR`: recompute every checksum of an index (of a sharded one: and its weight table)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from ..distributed.layout import is_sharded, verify_sharded
     from ..format import verify_index
 
-    problems = verify_index(args.index)
+    problems = verify_sharded(args.index) if is_sharded(args.index) else verify_index(args.index)
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:

@@ -24,9 +24,6 @@ def connect(address: str | None) -> Any:
     ray = ray_module()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        path = os.environ.get("PYTHONPATH")
-        if path:  # workers import this checkout, as the driver does
-            kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
         try:
             if address:
                 ray.init(address=address, **kwargs)

@@ -190,8 +190,7 @@ def build_shard(piece: _Piece, out: str, fmt: str, seed: int, options: dict[str,
 def shifted(exc: InputError, before: int) -> InputError:
     """`exc` with its line numbers (and an earlier duplicate's) counted from the file's start."""
     assert exc.line is not None
-    message = str(exc)[len(f"{exc.path}:{exc.line}: "):]
-    message = re.sub(r"first at line (\d+)", lambda m: f"first at line {int(m.group(1)) + before}", message)
+    message = re.sub(r"first at line (\d+)", lambda m: f"first at line {int(m.group(1)) + before}", exc.reason)
     return InputError(exc.path, exc.line + before, message)
 
 

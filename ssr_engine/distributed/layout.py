@@ -144,6 +144,13 @@ def read_manifest(root: str | os.PathLike[str]) -> ShardManifest:
         raise IndexFormatError(f"{path}: corrupt shard manifest ({exc})") from exc
 
 
+def describe(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """The sharded index's summary for reports (`ssr evaluate`)."""
+    m = read_manifest(root)
+    return {"path": str(Path(root).absolute()), "scoring": m.scoring, "counts": {"documents": m.documents},
+            "shards": len(m.shards), "ids": {"integer": m.integer}, "build": m.build}
+
+
 def save_table(path: Path, table: np.ndarray) -> str:
     """Write one weight slice (int64 .npy, atomically); its sha256."""
     with atomic_write(path, "wb") as f:

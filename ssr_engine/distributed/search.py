@@ -110,6 +110,14 @@ def open_local(path: str | os.PathLike[str], method: str | None = None, k1: floa
     return LocalSharded(path, method, k1, b)
 
 
+def open_sharded(path: str | os.PathLike[str], method: str | None = None, ray: bool = False,
+                 ray_address: str | None = None, k1: float = BM25_K1, b: float = BM25_B) -> Any:
+    """`ShardedSearcher` (Ray actors) when `ray` or `ray_address` is given, else `LocalSharded`."""
+    if ray or ray_address:
+        return ShardedSearcher(path, ray_address, method=method, k1=k1, b=b)
+    return LocalSharded(path, method, k1, b)
+
+
 class ShardWorker:
     """One shard, the body of a Ray actor: the shard mapped, searched with the global weights."""
 
@@ -160,11 +168,12 @@ class ShardedSearcher:
     fails after `retries` restarts, answer from the others (`ShardedResult.missing` says which
     are absent) instead of raising. `actor_cpus`: CPUs reserved per actor (default: the cluster's
     CPUs shared among the shards, at most 1); each actor runs max(1, int(actor_cpus)) Numba threads.
+    Actors that cannot be placed within `ready_timeout` seconds are an error.
     """
 
     def __init__(self, path: str | os.PathLike[str], ray_address: str | None = None, allow_partial: bool = False,
                  method: str | None = None, k1: float = BM25_K1, b: float = BM25_B, retries: int = 1,
-                 actor_cpus: float | None = None):
+                 actor_cpus: float | None = None, ready_timeout: float = 300.0):
         from ._ray import connect
 
         self._ray = ray = connect(ray_address)
@@ -181,8 +190,16 @@ class ShardedSearcher:
         self._k1, self._b = k1, b
         self._cls = ray.remote(num_cpus=self.actor_cpus, max_restarts=0)(ShardWorker)
         self.actors: list[Any] = [self._start(i) for i in range(len(m.shards))]
-        for i in range(len(self.actors)):  # every shard opens (or a clear error) before the first query
-            self._call(i, "ready")
+        # every shard opens (or a clear error) before the first query; an actor Ray cannot place
+        # (too few CPUs left for actor_cpus) would wait for ever
+        ready = [a.ready.remote() for a in self.actors]
+        _, waiting = ray.wait(ready, num_returns=len(ready), timeout=ready_timeout)
+        if waiting:
+            self.close()
+            raise SsrError(f"{self.root}: {len(waiting)} shard actor(s) not started after {ready_timeout:.0f} s "
+                           f"(each reserves {self.actor_cpus} CPU; the cluster has {cpus:g})")
+        for i, ref in enumerate(ready):
+            self._call(i, "ready", ref=ref)
 
     def _start(self, i: int) -> Any:
         return self._cls.remote(self._args[0], i, *self._args[1:])

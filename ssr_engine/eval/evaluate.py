@@ -92,11 +92,14 @@ def run_evaluation(
     measures: Sequence[str] = METRICS,
     run_scores: str = "trec",
     quiet: bool = True,
+    ray: bool = False,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Run every query, score the run, write the run file and the report; returns the report.
 
     `measures`: our built-ins (MRR@k, RR@k, R@k, nDCG@k) and ir_measures names (AP, P@k,
     Judged@k, ...), the latter computed by ir_measures on the scores as written to the run.
+    A sharded index is searched in this process, or through Ray actors with `ray` / `ray_address`.
     `run_scores`: "trec" (default; `trec_scores`, the ranking survives trec_eval's re-sort) or
     "exact" (true float64 scores). The report's `metrics` hold the means and `per_query` holds
     {measure: {qid: value}} over the judged queries. `quiet=False` shows a progress bar (stderr).
@@ -108,10 +111,18 @@ def run_evaluation(
     skipped_qrels: list[str] | None = [] if skip_bad_lines else None
     query_map = read_queries(queries, skipped_queries)
     judgements = read_qrels(qrels, skipped_qrels)
+    from ..distributed.layout import describe, is_sharded
     from ..format import open_index
 
-    ix = open_index(index)
-    retriever = open_retriever(ix, method, k1=k1, b=b)
+    if is_sharded(index):
+        from ..distributed.search import open_sharded
+
+        retriever = open_sharded(index, method, ray, ray_address, k1=k1, b=b)
+        index_section = describe(index)
+    else:
+        ix = open_index(index)
+        retriever = open_retriever(ix, method, k1=k1, b=b)
+        index_section = _index_section(ix)
     tag = tag or method
     qids, texts = list(query_map), list(query_map.values())
 
@@ -148,7 +159,7 @@ def run_evaluation(
         "threads": threads if threads is not None else _numba_threads(),
         "batch": batch,
         "method_settings": dict(retriever.settings),
-        "index": _index_section(ix),
+        "index": index_section,
         "files": {
             "queries": _source(queries),
             "qrels": _source(qrels),

@@ -1,0 +1,140 @@
+"""Sharded indexes (issue 17): build wall against one build, exactness and batch q/s through Ray.
+
+    build  --collection C --out DIR [--shards 4] [--runner ray|processes] [--only single|sharded]
+        Time `build_index` (DIR/single) and `build_sharded` (DIR/sharded) of C, one after the other
+        in this process (the single build in a child process, so Ray is not running meanwhile).
+    search --single DIR1 --sharded DIR2 --queries Q [-k 10 1000] [--rounds 2]
+        Start a local Ray instance (timed), one actor per shard (timed), then for each k: every
+        query through the single index (Searcher, all cores), through the actors (ShardedSearcher)
+        and in this process (LocalSharded, no Ray); the best of `rounds` batch timings; every
+        query's ids, score bits, matches and document numbers compared with the single index's.
+        Also the driver's merge alone, on the shards' own lists (the price of the merge).
+
+Run under `flock /tmp/ssr-bench.lock`, at normal priority. Prints JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ssr_engine.eval.trec import read_queries  # noqa: E402
+
+
+def emit(**record) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def build(args: argparse.Namespace) -> None:
+    from ssr_engine.distributed import build_sharded
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.only in (None, "single"):
+        t = time.perf_counter()
+        # a child process: the single build runs as `ssr build-index` would, with all cores
+        subprocess.run([sys.executable, "-c", "import sys; from ssr_engine import build_index; "
+                        "build_index(sys.argv[1], sys.argv[2], quiet=True, force=True)",
+                        args.collection, str(out / "single")], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        emit(phase="build", kind="single", seconds=round(time.perf_counter() - t, 2))
+    if args.only in (None, "sharded"):
+        t = time.perf_counter()
+        build_sharded(args.collection, out / "sharded", args.shards, runner=args.runner, force=True, quiet=False)
+        from ssr_engine.distributed.layout import read_manifest
+
+        m = read_manifest(out / "sharded")
+        emit(phase="build", kind="sharded", runner=args.runner, shards=len(m.shards),
+             seconds=round(time.perf_counter() - t, 2), docs=[s.documents for s in m.shards],
+             terms=[s.terms for s in m.shards])
+
+
+def identical(a, b) -> bool:
+    return (a.ids.tolist() == b.ids.tolist() and a.scores.tobytes() == b.scores.tobytes()
+            and a.matches.tolist() == b.matches.tolist() and a.docs.tolist() == b.docs.tolist())
+
+
+def timed(fn, rounds: int):
+    best, out = float("inf"), None
+    for _ in range(rounds):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def search(args: argparse.Namespace) -> None:
+    import ray
+
+    from ssr_engine.distributed import ShardedSearcher, open_local
+    from ssr_engine.parts import merge_results
+    from ssr_engine.search import Searcher
+
+    queries = list(read_queries(args.queries).values())
+    t = time.perf_counter()
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    emit(phase="ray_start", seconds=round(time.perf_counter() - t, 2))
+    t = time.perf_counter()
+    ray_s = ShardedSearcher(args.sharded)
+    emit(phase="actors_ready", shards=len(ray_s.actors), actor_cpus=ray_s.actor_cpus,
+         seconds=round(time.perf_counter() - t, 2))
+    single = Searcher(args.single)
+    local = open_local(args.sharded)
+    for s in (single, ray_s, local):  # warm-up: kernels loaded, pages mapped
+        s.search_batch(queries[:200], 10)
+    for k in args.k:
+        t_one, want = timed(lambda k=k: single.search_batch(queries, k), args.rounds)
+        t_ray, got = timed(lambda k=k: ray_s.search_batch(queries, k), args.rounds)
+        bad_ray = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
+        del got
+        t_local, got = timed(lambda k=k: local.search_batch(queries, k), args.rounds)
+        bad_local = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
+        del got
+        # the merge alone: every shard's own top k (one round of all queries), merged as the driver does
+        obj = ray.put(np.array(queries, dtype=str))
+        parts = ray.get([a.search.remote(obj, k) for a in ray_s.actors])
+        rows = sum(int(p[0][-1]) for p in parts)
+        t = time.perf_counter()
+        merge_results([(o, d + ray_s.bases[i], s, m) for i, (o, d, s, m, _) in enumerate(parts)],
+                      [p[4] for p in parts], len(queries), k, ray_s.manifest.integer)
+        t_merge = time.perf_counter() - t
+        n = len(queries)
+        emit(phase="search", k=k, queries=n, single_qps=round(n / t_one, 1), ray_qps=round(n / t_ray, 1),
+             local_qps=round(n / t_local, 1), ray_ratio=round(t_one / t_ray, 3),
+             local_ratio=round(t_one / t_local, 3), merge_seconds=round(t_merge, 3), shard_rows=rows,
+             mismatches_ray=bad_ray, mismatches_local=bad_local, results=sum(len(r) for r in want))
+        del want, parts
+    ray_s.close()
+    ray.shutdown()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("--collection", required=True)
+    b.add_argument("--out", required=True)
+    b.add_argument("--shards", type=int, default=4)
+    b.add_argument("--runner", default="ray", choices=("ray", "processes"))
+    b.add_argument("--only", choices=("single", "sharded"))
+    s = sub.add_parser("search")
+    s.add_argument("--single", required=True)
+    s.add_argument("--sharded", required=True)
+    s.add_argument("--queries", required=True)
+    s.add_argument("-k", type=int, nargs="+", default=[10, 1000])
+    s.add_argument("--rounds", type=int, default=2)
+    args = p.parse_args()
+    build(args) if args.cmd == "build" else search(args)
+
+
+if __name__ == "__main__":
+    main()
