@@ -27,6 +27,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# Ray starts its workers at niceness 15 by default; the single index runs at this process's priority,
+# so for a side-by-side comparison the actors and build tasks run at the same priority as the driver
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 from ssr_engine.eval.trec import read_queries  # noqa: E402
 

@@ -39,7 +39,7 @@ from .extract import Extractor, pack_values
 from .format import Index
 from .hashing import hash_mask, hash_spans
 from .kernels import ssr as kernels
-from .kernels.merge import merge_ranked, order_candidates, select_candidates
+from .kernels.merge import order_candidates, select_candidates
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
 from .scoring import signal_weight
 from .search import lookup_terms
@@ -442,7 +442,9 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
     results: per part (offsets int64[Q + 1], docs int64 in collection numbering, scores float64,
     matches int32), each query's rows in rank order; id_arrays: per part, the external ids of
     those rows (str arrays); integer: the collection's id order (see `live_ids_are_integers`).
-    Shards (`distributed`) and segments merge through here.
+    Rows are first selected on (score, matches) alone (the best k and the ties with the k-th), so
+    only those rows' ids are compared: with many parts most rows never need theirs.
+    Shards (`distributed`) merge through here.
     """
     if len(results) == 1:
         offsets, docs, scores, matches = results[0]
@@ -459,19 +461,24 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
     scores = np.empty(total, dtype=np.float64)
     matches = np.empty(total, dtype=np.int32)
     docs = np.empty(total, dtype=np.int64)
-    dests = []
+    source = np.empty(total, dtype=np.int64)  # the row's position in its part's arrays
+    part = np.empty(total, dtype=np.int32)
     for s, (offsets, d, sc, m) in enumerate(results):
         query_of = np.repeat(np.arange(nq, dtype=np.int64), np.diff(offsets))
-        dest = table[query_of, s] + (np.arange(d.shape[0], dtype=np.int64) - offsets[query_of])
-        scores[dest], matches[dest], docs[dest] = sc, m, d
-        dests.append(dest)
+        local = np.arange(d.shape[0], dtype=np.int64)
+        dest = table[query_of, s] + (local - offsets[query_of])
+        scores[dest], matches[dest], docs[dest], source[dest], part[dest] = sc, m, d, local, s
+    kk = 0 if k is None else k
+    sel, rows = select_candidates(table, scores, matches, kk)
+    scores, matches, docs, source, part = scores[rows], matches[rows], docs[rows], source[rows], part[rows]
     width = max([a.dtype.itemsize // 4 for a in id_arrays] + [1])
-    ids = np.empty(total, dtype=f"<U{width}")
-    for dest, a in zip(dests, id_arrays, strict=True):
-        ids[dest] = a
-    codes = ids.view(np.uint32).reshape(total, width)
-    out_offsets, rows = merge_ranked(table, scores, matches, codes, 0 if k is None else k, integer)
-    ids, scores, matches, docs = ids[rows], scores[rows], matches[rows], docs[rows]
+    ids = np.empty(rows.shape[0], dtype=f"<U{width}")
+    for s, a in enumerate(id_arrays):
+        where = np.flatnonzero(part == s)
+        ids[where] = a[source[where]]
+    codes = ids.view(np.uint32).reshape(rows.shape[0], width)
+    out_offsets, pos = order_candidates(sel, scores, matches, codes, kk, integer=integer)
+    ids, scores, matches, docs = ids[pos], scores[pos], matches[pos], docs[pos]
     return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
             for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]
 

@@ -25,8 +25,12 @@ MANY = [" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(1 + i % 4)) 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray instance for the module. Its start-up waits 30 s at most for its own processes (a
-    constant inside Ray), which a heavily loaded machine can exceed: one retry, then a skip saying so."""
+    """One local Ray instance for the module. Its raylet waits for its agents (15 s by default, raised
+    as `distributed._ray.connect` does), which a heavily loaded machine can still exceed: one retry,
+    then a skip saying so."""
+    from ssr_engine.distributed._ray import AGENT_TIMEOUT
+
+    os.environ.setdefault(AGENT_TIMEOUT, "180000")
     for attempt in range(2):
         try:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
