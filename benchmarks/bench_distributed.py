@@ -107,8 +107,9 @@ def search(args: argparse.Namespace) -> None:
         parts = ray.get([a.search.remote(obj, k) for a in ray_s.actors])
         rows = sum(int(p[0][-1]) for p in parts)
         t = time.perf_counter()
-        merge_results([(o, d + ray_s.bases[i], s, m) for i, (o, d, s, m, _) in enumerate(parts)],
-                      [p[4] for p in parts], len(queries), k, ray_s.manifest.integer)
+        merge_results([(o, d.astype(np.int64) + ray_s.bases[i], s, m) for i, (o, d, s, m) in enumerate(parts)],
+                      lambda j, r, p=parts: ray_s._id_table(j).ids_of(p[j][1][r]), len(queries), k,
+                      ray_s.manifest.integer)
         t_merge = time.perf_counter() - t
         n = len(queries)
         emit(phase="search", k=k, queries=n, single_qps=round(n / t_one, 1), ray_qps=round(n / t_ray, 1),

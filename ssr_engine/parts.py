@@ -441,14 +441,15 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
 
     results: per part (offsets int64[Q + 1], docs int64 in collection numbering, scores float64,
     matches int32), each query's rows in rank order; id_arrays: per part, the external ids of
-    those rows (str arrays); integer: the collection's id order (see `live_ids_are_integers`).
+    those rows (str arrays), or a function (part, row positions int64) -> their ids, called for
+    the selected rows only; integer: the collection's id order (see `live_ids_are_integers`).
     Rows are first selected on (score, matches) alone (the best k and the ties with the k-th), so
     only those rows' ids are compared: with many parts most rows never need theirs.
     Shards (`distributed`) merge through here.
     """
     if len(results) == 1:
         offsets, docs, scores, matches = results[0]
-        ids = id_arrays[0]
+        ids = id_arrays(0, np.arange(docs.shape[0])) if callable(id_arrays) else id_arrays[0]
         return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
                 for a, z in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
     n_parts = len(results)
@@ -471,11 +472,14 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
     kk = 0 if k is None else k
     sel, rows = select_candidates(table, scores, matches, kk)
     scores, matches, docs, source, part = scores[rows], matches[rows], docs[rows], source[rows], part[rows]
-    width = max([a.dtype.itemsize // 4 for a in id_arrays] + [1])
-    ids = np.empty(rows.shape[0], dtype=f"<U{width}")
-    for s, a in enumerate(id_arrays):
+    gathered = []
+    for s in range(n_parts):
         where = np.flatnonzero(part == s)
-        ids[where] = a[source[where]]
+        gathered.append((where, id_arrays(s, source[where]) if callable(id_arrays) else id_arrays[s][source[where]]))
+    width = max([a.dtype.itemsize // 4 for _, a in gathered] + [1])
+    ids = np.empty(rows.shape[0], dtype=f"<U{width}")
+    for where, a in gathered:
+        ids[where] = a
     codes = ids.view(np.uint32).reshape(rows.shape[0], width)
     out_offsets, pos = order_candidates(sel, scores, matches, codes, kk, integer=integer)
     ids, scores, matches, docs = ids[pos], scores[pos], matches[pos], docs[pos]

@@ -6,7 +6,9 @@ Each shard is a `parts.Part` searched by `parts.PartsSearcher` with the index's 
 BM25 tokens and the shard's slice of the weight table), so no statistics travel at query time.
 Through Ray, the driver puts the batch's query texts in the object store once (a NumPy string
 array: smaller than their signals), every actor returns its exact top-k as flat arrays (offsets,
-docs, scores, matches, ids), and the driver merges them by the full key (`parts.merge_results`).
+and per row its shard number, score and matches: 16 bytes), and the driver merges them by the
+full key (`parts.merge_results`), reading from the shards' id tables (mapped in the driver, which
+sees the index directory as the actors do) only the ids of rows that can be in a top k.
 Document numbers are collection-wide: shard i's first number is the sum of the earlier shards'
 sizes, which for a file split into byte ranges is the document's position in the file.
 
@@ -136,14 +138,15 @@ class ShardWorker:
         return os.getpid()
 
     def search(self, queries: np.ndarray, k: int | None) -> tuple[np.ndarray, ...]:
-        """(offsets int64[Q + 1], docs int64 (shard numbers), scores float64, matches int32, ids str)."""
+        """(offsets int64[Q + 1], docs uint32 (shard numbers), scores float64, matches int32): 16 bytes
+        a row; the driver reads the ids of the rows it keeps from the shard's id table itself."""
         res = self.searcher.search_batch(queries.tolist(), k, threads=self.threads)
         offsets = np.zeros(len(res) + 1, dtype=np.int64)
         np.cumsum([len(r) for r in res], out=offsets[1:])
         if not res or offsets[-1] == 0:
-            return offsets, np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int32), np.zeros(0, "U1")
-        return (offsets, np.concatenate([r.docs for r in res]), np.concatenate([r.scores for r in res]),
-                np.concatenate([r.matches for r in res]), np.concatenate([r.ids for r in res]))
+            return offsets, np.zeros(0, np.uint32), np.zeros(0, np.float64), np.zeros(0, np.int32)
+        return (offsets, np.concatenate([r.docs for r in res]).astype(np.uint32),
+                np.concatenate([r.scores for r in res]), np.concatenate([r.matches for r in res]))
 
     def pool_sizes(self, queries: np.ndarray) -> np.ndarray:
         return self.searcher.pool_sizes(queries.tolist(), threads=self.threads)
@@ -189,6 +192,7 @@ class ShardedSearcher:
         self._args = (str(self.root), m.generation, self.method, max(1, int(self.actor_cpus)), k1, b)
         self._k1, self._b = k1, b
         self._cls = ray.remote(num_cpus=self.actor_cpus, max_restarts=0)(ShardWorker)
+        self._indexes: list[Any] = [None] * len(m.shards)
         self.actors: list[Any] = [self._start(i) for i in range(len(m.shards))]
         # every shard opens (or a clear error) before the first query; an actor Ray cannot place
         # (too few CPUs left for actor_cpus) would wait for ever
@@ -200,6 +204,12 @@ class ShardedSearcher:
                            f"(each reserves {self.actor_cpus} CPU; the cluster has {cpus:g})")
         for i, ref in enumerate(ready):
             self._call(i, "ready", ref=ref)
+
+    def _id_table(self, i: int) -> Any:
+        """Shard i's index opened in the driver, for its id table (mapped; read on first use)."""
+        if self._indexes[i] is None:
+            self._indexes[i] = layout.open_shard(self.root, self.manifest, i)[0]
+        return self._indexes[i]
 
     def _start(self, i: int) -> Any:
         return self._cls.remote(self._args[0], i, *self._args[1:])
@@ -269,21 +279,25 @@ class ShardedSearcher:
 
     def _gather(self, queries: np.ndarray, obj: Any, refs: list[Any], k: int | None,
                 n_shards: int) -> list[SearchResult]:
-        results, ids, answered = [], [], []
+        results, local, answered = [], [], []
         for i, ref in enumerate(refs):
             try:
-                offsets, docs, scores, matches, id_arr = self._call(i, "search", obj, k, ref=ref)
+                offsets, docs, scores, matches = self._call(i, "search", obj, k, ref=ref)
             except _ShardFailed as exc:
                 if not self.allow_partial:
                     raise SsrError(f"{exc} (no partial results: pass allow_partial=True to accept them)") from None
                 continue
-            results.append((offsets, docs + self.bases[i], scores, matches))
-            ids.append(id_arr)
+            results.append((offsets, docs.astype(np.int64) + self.bases[i], scores, matches))
+            local.append(docs)
             answered.append(i)
         nq = queries.shape[0]
         if not results:
             raise SsrError(f"{self.root}: no shard answered")
-        merged = merge_results(results, ids, nq, k, self.manifest.integer)
+
+        def ids_of(j: int, rows: np.ndarray) -> np.ndarray:  # only the rows that can be in a top k
+            return self._id_table(answered[j]).ids_of(local[j][rows])
+
+        merged = merge_results(results, ids_of, nq, k, self.manifest.integer)
         if len(answered) == n_shards and not self.allow_partial:
             return merged
         missing = tuple(sorted(set(range(n_shards)) - set(answered)))
@@ -321,10 +335,14 @@ class ShardedSearcher:
         return self._call(i, "doc", d)
 
     def close(self) -> None:
-        """Stop the actors (the Ray instance stays up)."""
+        """Stop the actors (the Ray instance stays up) and release the driver's id tables."""
         for a in self.actors:
             self._ray.kill(a)
         self.actors = []
+        for ix in self._indexes:
+            if ix is not None:
+                ix.close()
+        self._indexes = [None] * len(self._indexes)
 
 
 class _ShardFailed(SsrError):
