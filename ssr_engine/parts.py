@@ -39,7 +39,7 @@ from .extract import Extractor, pack_values
 from .format import Index
 from .hashing import hash_mask, hash_spans
 from .kernels import ssr as kernels
-from .kernels.merge import order_candidates, select_candidates
+from .kernels.merge import merge_ranked, order_candidates, select_candidates
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
 from .scoring import signal_weight
 from .search import lookup_terms
@@ -444,7 +444,7 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
     those rows (str arrays), or a function (part, row positions int64) -> their ids, called for
     the selected rows only; integer: the collection's id order (see `live_ids_are_integers`).
     Rows are first selected on (score, matches) alone (the best k and the ties with the k-th), so
-    only those rows' ids are compared: with many parts most rows never need theirs.
+    only those rows' ids are read: with many parts most rows never need theirs.
     Shards (`distributed`) merge through here.
     """
     if len(results) == 1:
@@ -470,18 +470,28 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
         dest = table[query_of, s] + (local - offsets[query_of])
         scores[dest], matches[dest], docs[dest], source[dest], part[dest] = sc, m, d, local, s
     kk = 0 if k is None else k
-    sel, rows = select_candidates(table, scores, matches, kk)
-    scores, matches, docs, source, part = scores[rows], matches[rows], docs[rows], source[rows], part[rows]
+    if kk:
+        # the rows that can be in a top k: those at least as good as the k-th on (score, matches). In
+        # each part's list they are a prefix, so the kept rows stay as parts' ranked lists and the
+        # merge by full key below reads only their ids
+        sel, rows = select_candidates(table, scores, matches, kk)
+        query_of = np.repeat(np.arange(nq, dtype=np.int64), np.diff(sel))
+        counts = np.bincount(query_of * n_parts + part[rows], minlength=nq * n_parts).astype(np.int64)
+        kept = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=kept[1:])
+        keep = np.repeat(table[:, :-1].ravel() - kept[:-1], counts) + np.arange(int(kept[-1]), dtype=np.int64)
+        scores, matches, docs, source, part = scores[keep], matches[keep], docs[keep], source[keep], part[keep]
+        table = np.concatenate([kept[:-1].reshape(nq, n_parts), kept[n_parts::n_parts].reshape(nq, 1)], axis=1)
     gathered = []
     for s in range(n_parts):
         where = np.flatnonzero(part == s)
         gathered.append((where, id_arrays(s, source[where]) if callable(id_arrays) else id_arrays[s][source[where]]))
     width = max([a.dtype.itemsize // 4 for _, a in gathered] + [1])
-    ids = np.empty(rows.shape[0], dtype=f"<U{width}")
+    ids = np.empty(part.shape[0], dtype=f"<U{width}")
     for where, a in gathered:
         ids[where] = a
-    codes = ids.view(np.uint32).reshape(rows.shape[0], width)
-    out_offsets, pos = order_candidates(sel, scores, matches, codes, kk, integer=integer)
+    codes = ids.view(np.uint32).reshape(part.shape[0], width)
+    out_offsets, pos = merge_ranked(table, scores, matches, codes, kk, integer)
     ids, scores, matches, docs = ids[pos], scores[pos], matches[pos], docs[pos]
     return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
             for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]
