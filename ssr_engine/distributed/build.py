@@ -69,7 +69,8 @@ def build_sharded(collection: str | os.PathLike[str] | Sequence[Any], out: str |
         generation = max([previous.generation if previous else 0] + _generations(root)) + 1
         _remove_leftovers(root, keep=previous.generation if previous else None)
         running = min(len(pieces), _cpus(runner, ray_address))
-        options.setdefault("workers", max(1, (os.cpu_count() or 1) // running))
+        if options.get("workers") is None:  # the cores shared among the shards that run at once
+            options["workers"] = max(1, (os.cpu_count() or 1) // running)
         manifest = _build(root, generation, pieces, fmt, runner, ray_address, hash_seed, quiet, options, started)
         layout.write_manifest(root, manifest)
         if previous is not None:
