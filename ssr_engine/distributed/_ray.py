@@ -8,8 +8,6 @@ from typing import Any
 
 from ..errors import SsrError
 
-AGENT_TIMEOUT = "RAY_agent_register_timeout_ms"
-
 
 def ray_module() -> Any:
     """The `ray` module, or an `SsrError` saying which extra installs it."""
@@ -26,10 +24,6 @@ def connect(address: str | None) -> Any:
     ray = ray_module()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if not address:
-            # the raylet waits for its agents' start (15 s by default; ray-project/ray#65983), which a
-            # loaded machine can exceed: the local instance then dies at start-up
-            os.environ.setdefault(AGENT_TIMEOUT, "180000")
         try:
             if address:
                 ray.init(address=address, **kwargs)
