@@ -14,6 +14,7 @@ from test_distributed import QUERIES, WORDS, assert_identical, random_docs
 from ssr_engine import build_index
 from ssr_engine.cli import main
 from ssr_engine.distributed import ShardedResult, ShardedSearcher, build_sharded
+from ssr_engine.distributed._ray import connect
 from ssr_engine.distributed.layout import read_manifest
 from ssr_engine.errors import InputError, SsrError
 from ssr_engine.retrieval import Retriever, open_retriever
@@ -30,7 +31,7 @@ def local_ray():
     at a load average of 11-17): one retry, then a skip saying so."""
     for attempt in range(2):
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            connect(None, num_cpus=2)  # as the library starts one: its workers import this checkout
             break
         except Exception as exc:  # Ray raises a bare Exception on its start-up timeout
             ray.shutdown()

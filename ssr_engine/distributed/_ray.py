@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..errors import SsrError
@@ -18,18 +19,22 @@ def ray_module() -> Any:
     return ray
 
 
-def connect(address: str | None) -> Any:
-    """Ray, connected: to the cluster at `address`, or to a local instance started here (all cores)
-    when none is running in this process. Returns the module."""
+def connect(address: str | None, num_cpus: int | None = None) -> Any:
+    """Ray, connected: to the cluster at `address`, or to a local instance started here (`num_cpus`,
+    default all cores) when none is running in this process. Returns the module."""
     ray = ray_module()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if not address:  # a local instance runs this process's ssr_engine, wherever it was imported from
+            here = str(Path(__file__).resolve().parents[2])
+            path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+            kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
         try:
             if address:
                 ray.init(address=address, **kwargs)
             else:
-                ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+                ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **kwargs)
+        except Exception as exc:  # Ray raises a bare Exception when its own processes do not start
             raise SsrError(f"cannot start or reach Ray{f' at {address}' if address else ''}: {exc}") from exc
     return ray
 
