@@ -29,6 +29,9 @@ def local_ray():
     """One local Ray instance for the module. Its raylet waits a fixed 15 s for its dashboard agent's
     port files (ray-project/ray#65983), which a heavily loaded machine can exceed (seen under nice 19
     at a load average of 11-17): one retry, then a skip saying so."""
+    # Ray starts its workers at niceness 15 above the caller's by default; the test run's own priority
+    # is enough (nice 19 or 10 already) and the actors otherwise take minutes to start under load
+    os.environ.setdefault("RAY_worker_niceness", "0")
     for attempt in range(2):
         try:
             connect(None, num_cpus=2)  # as the library starts one: its workers import this checkout
