@@ -8,6 +8,10 @@
         On the whole collection (8.8M): time a fresh build, then `rounds` times: add `docs` new
         documents until a reopened Searcher sees them, and delete `docs` ids; then compaction.
 
+    qps    --live L --compacted C --queries Q [-k 1000] [--limit N] [--repeat 2]
+        Existing indexes: a live one and the same documents compacted (or built fresh). Every query's
+        top k compared (ids, score bits, matches), then q/s of each, alternating, `repeat` times.
+
 Run under `flock /tmp/ssr-bench.lock`. Prints JSON lines.
 """
 
@@ -57,11 +61,14 @@ def ids_of(path: Path) -> list[str]:
         return [line.split(b"\t", 1)[0].decode() for line in f]
 
 
-def qps(searcher: Searcher, queries: list[str], k: int, threads: int) -> float:
+def qps(searcher: Searcher, queries: list[str], k: int, threads: int) -> dict:
+    """Queries per second of wall time and per CPU second of this process (all its threads): on a
+    shared machine the second is the steadier ratio."""
     searcher.search_batch(queries[:256], k, threads=threads)  # warm
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     searcher.search_batch(queries, k, threads=threads)
-    return len(queries) / (time.perf_counter() - t)
+    return {"qps": round(len(queries) / (time.perf_counter() - t), 1),
+            "qps_per_cpu_second": round(len(queries) / (time.process_time() - c), 1)}
 
 
 def exact(args: argparse.Namespace) -> None:
@@ -108,18 +115,37 @@ def exact(args: argparse.Namespace) -> None:
             same += ok
             differ += not ok
     emit(step="compare", queries=len(queries), k=args.k, identical=same, different=differ)
-    emit(step="qps live", segments=args.parts, qps=round(qps(a, queries, args.k, args.threads), 1))
+    emit(step="qps live", segments=args.parts, **qps(a, queries, args.k, args.threads))
     t = time.perf_counter()
     r = writer.compact()
     emit(step="compact", seconds=round(time.perf_counter() - t, 2), documents=r["documents"], dropped=r["dropped"])
     a.reopen()
-    emit(step="qps compacted", qps=round(qps(a, queries, args.k, args.threads), 1))
-    emit(step="qps fresh", qps=round(qps(b, queries, args.k, args.threads), 1))
+    emit(step="qps compacted", **qps(a, queries, args.k, args.threads))
+    emit(step="qps fresh", **qps(b, queries, args.k, args.threads))
     x_all = a.search_batch(queries[:500], args.k)
     y_all = b.search_batch(queries[:500], args.k)
     emit(step="compacted vs fresh", identical=sum(x.ids.tolist() == y.ids.tolist() and
                                                   x.scores.tobytes() == y.scores.tobytes()
                                                   for x, y in zip(x_all, y_all, strict=True)), of=500)
+
+
+def compare_qps(args: argparse.Namespace) -> None:
+    queries = list(read_queries(args.queries).values())[: args.limit]
+    live, compacted = Searcher(args.live), Searcher(args.compacted)
+    emit(step="open", live_docs=live.n_docs, compacted_docs=compacted.n_docs,
+         segments=len(LiveIndex(args.live).info()["segments"]))
+    same = 0
+    for start in range(0, len(queries), 1024):
+        chunk = queries[start : start + 1024]
+        for x, y in zip(live.search_batch(chunk, args.k), compacted.search_batch(chunk, args.k), strict=True):
+            same += (x.ids.tolist() == y.ids.tolist() and x.scores.tobytes() == y.scores.tobytes()
+                     and x.matches.tolist() == y.matches.tolist())
+    emit(step="compare", queries=len(queries), k=args.k, identical=same)
+    for round_ in range(args.repeat):
+        a = qps(live, queries, args.k, args.threads)
+        b = qps(compacted, queries, args.k, args.threads)
+        emit(step="qps", round=round_, live=a, compacted=b, ratio_wall=round(a["qps"] / b["qps"], 3),
+             ratio_cpu=round(a["qps_per_cpu_second"] / b["qps_per_cpu_second"], 3))
 
 
 def big(args: argparse.Namespace) -> None:
@@ -140,11 +166,11 @@ def big(args: argparse.Namespace) -> None:
     r = writer.delete(["no-such-id"])  # the base segment's id table is made on the first change
     emit(step="first change (id table of the base segment)", seconds=round(time.perf_counter() - t, 2))
     n = searcher.n_docs
-    next_id = 10**8
+    next_id = 10**8 + args.seed * 10**7  # a later run (another seed) adds new ids
     for round_ in range(args.rounds):
         docs = [(str(next_id + i), sample[int(j)]) for i, j in enumerate(rng.integers(0, len(sample), args.docs))]
         next_id += args.docs
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         r = writer.add(docs)
         added = time.perf_counter() - t
         searcher.reopen()
@@ -152,19 +178,21 @@ def big(args: argparse.Namespace) -> None:
         hit = searcher.search(docs[0][1], 10_000)
         assert docs[0][0] in hit.ids.tolist(), "added document not found"
         emit(step="add", round=round_, docs=args.docs, add_seconds=round(added, 3),
-             visible_seconds=round(visible, 3), live=searcher.n_docs)
+             visible_seconds=round(visible, 3), visible_cpu_seconds=round(time.process_time() - c, 3),
+             live=searcher.n_docs)
         victims = [str(x) for x in rng.choice(n, args.docs, replace=False)]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         r = writer.delete(victims)
         deleted = time.perf_counter() - t
         searcher.reopen()
         emit(step="delete", round=round_, deleted=r["deleted"], unknown=r["unknown"], seconds=round(deleted, 3),
-             visible_seconds=round(time.perf_counter() - t, 3), live=searcher.n_docs)
+             visible_seconds=round(time.perf_counter() - t, 3), visible_cpu_seconds=round(time.process_time() - c, 3),
+             live=searcher.n_docs)
     if args.compact:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         r = writer.compact()
-        emit(step="compact", seconds=round(time.perf_counter() - t, 2), documents=r["documents"],
-             dropped=r["dropped"], segments_before=r["segments_before"])
+        emit(step="compact", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1),
+             documents=r["documents"], dropped=r["dropped"], segments_before=r["segments_before"])
 
 
 def main() -> None:
@@ -186,8 +214,16 @@ def main() -> None:
     b.add_argument("--rounds", type=int, default=3)
     b.add_argument("--compact", action="store_true")
     b.add_argument("--seed", type=int, default=0)
+    c = sub.add_parser("qps")
+    c.add_argument("--live", required=True)
+    c.add_argument("--compacted", required=True)
+    c.add_argument("--queries", required=True)
+    c.add_argument("-k", type=int, default=1000)
+    c.add_argument("--threads", type=int, default=2)
+    c.add_argument("--limit", type=int, default=None)
+    c.add_argument("--repeat", type=int, default=2)
     args = p.parse_args()
-    exact(args) if args.cmd == "exact" else big(args)
+    {"exact": exact, "big": big, "qps": compare_qps}[args.cmd](args)
 
 
 if __name__ == "__main__":

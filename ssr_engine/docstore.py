@@ -58,7 +58,10 @@ class DocStoreWriter:
         offsets, data = _gather(chunk.data, chunk.value_starts, chunk.value_ends)
         values = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data))
         values.validate(full=True)  # UTF-8 (a JSONL lone surrogate would not be)
-        lists = pa.ListArray.from_arrays(pa.array(chunk.doc_values.astype(np.int32)), values)
+        self.add_rows(pa.ListArray.from_arrays(pa.array(chunk.doc_values.astype(np.int32)), values))
+
+    def add_rows(self, lists: Any) -> None:
+        """Append documents given as an Arrow list<large_string> array (one row per document)."""
         self.pending.append(lists)
         self.pending_rows += len(lists)
         self.rows += len(lists)
@@ -128,6 +131,25 @@ class DocStore:
         else:
             self.cache.move_to_end(group)
         return list(rows[doc - self.group_starts[group]].as_py())
+
+    def rows(self, docs: np.ndarray) -> Any:
+        """The `fields` rows of documents `docs` (ascending) as one Arrow array, reading their row groups once."""
+        import pyarrow as pa
+
+        docs = np.asarray(docs, dtype=np.int64)
+        if docs.shape[0] == 0:
+            return pa.array([], type=self.file.schema_arrow.field("fields").type)
+        starts = np.asarray(self.group_starts, dtype=np.int64)
+        groups = np.unique(np.searchsorted(starts, docs, side="right") - 1).tolist()
+        try:
+            column = self.file.read_row_groups(groups, columns=["fields"]).column(0).combine_chunks()
+        except Exception as exc:
+            raise IndexFormatError(f"{self.path}: row groups unreadable ({exc})") from exc
+        # rows of the groups read, laid end to end: a document's position in them
+        first = np.concatenate([[0], np.cumsum([starts[g + 1] - starts[g] for g in groups])[:-1]]).astype(np.int64)
+        group_of = np.searchsorted(starts, docs, side="right") - 1
+        where = first[np.searchsorted(np.asarray(groups), group_of)] + (docs - starts[group_of])
+        return column.take(pa.array(where))
 
     def text(self, doc: int) -> str:
         """The document's text: its values joined by newlines."""

@@ -123,7 +123,7 @@ def read_deletes(path: Path, sha256: str | None, index: Index, live: int) -> Del
     elif terms.dtype != np.int64 or df.dtype != np.int64 or terms.shape != df.shape or tokens.shape != (1,):
         problem = "arrays of the wrong type or shape"
     elif terms.shape[0] and (terms[0] < 0 or terms[-1] >= index.n_terms or np.any(np.diff(terms) <= 0)
-                             or df.min() <= 0 or np.any(df > index.df()[terms])):
+                             or df.min() <= 0 or np.any(df > _df_of(index, terms))):
         problem = "deleted df out of range"
     if problem is None:
         mask = np.unpackbits(bits, count=n).astype(bool)
@@ -132,6 +132,12 @@ def read_deletes(path: Path, sha256: str | None, index: Index, live: int) -> Del
     if problem is not None:
         raise IndexFormatError(f"{path}: corrupt deletion file ({problem})")
     return Deletions(mask, terms, df, int(tokens[0]))
+
+
+def _df_of(index: Index, terms: np.ndarray) -> np.ndarray:
+    """df of `terms` only: `Index.df()` would read the whole vocabulary's offsets (O(V) per open)."""
+    indptr = index.postings_indptr
+    return (np.asarray(indptr[terms + 1], dtype=np.int64) - np.asarray(indptr[terms], dtype=np.int64))
 
 
 def add_deletions(index: Index, old: Deletions | None, docs: np.ndarray) -> Deletions:
@@ -327,6 +333,7 @@ class LiveSearcher:
         self.snapshot = snapshot if snapshot is not None else open_snapshot(self.path)
         self._searcher = self._make()
         self._others: dict[str, PartsSearcher] = {}
+        self._stores: dict[int, Any] = {}  # docstore.DocStore per part, opened on the first `doc`
 
     def _make(self, method: str | None = None) -> PartsSearcher:
         return PartsSearcher(self.snapshot.parts(), method=method or self._method, **self._bm25)  # type: ignore[arg-type]
@@ -355,6 +362,7 @@ class LiveSearcher:
         self.snapshot = open_snapshot(self.path, reuse=old)
         self._searcher = self._make()
         self._others = {}
+        self._stores = {}
         old.close()
         return True
 
@@ -384,9 +392,19 @@ class LiveSearcher:
         return self._searcher.explain(query, doc)
 
     def doc(self, doc: str | int) -> str:
-        """Stored texts are not read across segments yet (`--store-text` indexes that were changed)."""
-        raise SsrError(f"{self.path}: stored texts of a live index (several segments or deletions) are not "
-                       "supported yet")
+        """The stored text (`--store-text`) of a live document: an external id or a number of `SearchResult.docs`."""
+        from .docstore import DocStore
+        from .retrieval import internal_doc
+
+        s = self._searcher
+        number = internal_doc(doc, s.internal_id, "collection")
+        i = int(np.searchsorted(s.bases, number, side="right")) - 1
+        deleted = s.parts[i].deleted
+        if not 0 <= number < int(s.bases[-1]) or (deleted is not None and deleted[number - int(s.bases[i])]):
+            raise SsrError(f"no live document number {number}")
+        if i not in self._stores:
+            self._stores[i] = DocStore(s.parts[i].index)
+        return self._stores[i].text(number - int(s.bases[i]))
 
     def close(self) -> None:
         self.snapshot.close()
@@ -555,9 +573,10 @@ class LiveIndex:
             try:
                 before = len(snap.indexes)
                 dropped = sum(d.count for d in snap.deletions if d is not None)
-                if any(ix.manifest.doc_store is not None for ix in snap.indexes):
-                    raise SsrError(f"{self.root}: compaction of an index with stored texts (--store-text) is not "
-                                   "supported yet; its segments stay as they are")
+                stored = {ix.manifest.doc_store is not None for ix in snap.indexes}
+                if len(stored) > 1:  # added segments take the base's setting: a mix is not ours
+                    raise SsrError(f"{self.root}: some segments store their texts (--store-text) and some do not; "
+                                   "not compacting")
                 if snap.plain:  # one segment, nothing deleted: already compact
                     return {"segments_before": 1, "documents": snap.indexes[0].n_docs, "dropped": 0,
                             "generation": snap.generation, "seconds": round(time.time() - started, 3)}
@@ -808,6 +827,11 @@ def _compact_segment(writer: IndexWriter, snap: Snapshot, chunk_docs: int, worke
             batch = _forward_batch(snap.indexes[s], docs, keep_tf)
             return write_run(run_dir, index, batch, first, seed, mask, keep_tf)
 
+        store = texts = None
+        if base.doc_store is not None:  # --store-text: the live documents' texts, in the new numbering
+            from .docstore import DocStore, DocStoreWriter
+
+            store, texts = DocStoreWriter(tmp), [DocStore(ix) for ix in snap.indexes]
         total = sum(ix.n_docs - (0 if d is None else d.count) for ix, d in zip(snap.indexes, snap.deletions,
                                                                                 strict=True))
         bar = tqdm(total=total, desc="ssr compact: invert", unit=" docs", unit_scale=True, disable=quiet,
@@ -818,6 +842,8 @@ def _compact_segment(writer: IndexWriter, snap: Snapshot, chunk_docs: int, worke
                 try:
                     for s, docs in _live_chunks(snap, chunk_docs):
                         ids.append(_ids_of(snap.indexes[s], docs))
+                        if store is not None and texts is not None:
+                            store.add_rows(texts[s].rows(docs))
                         pending.append(pool.submit(process, len(runs) + len(pending), s, docs, n_docs))
                         n_docs += docs.shape[0]
                         while len(pending) > workers:
@@ -839,6 +865,7 @@ def _compact_segment(writer: IndexWriter, snap: Snapshot, chunk_docs: int, worke
             seed += 1
         finally:
             bar.close()
+    doc_store = store.close() if store is not None else None
     if n_docs == 0:
         raise SsrError(f"{snap.root}: every document is deleted; nothing to compact into (add documents first)")
     entries = sum(r.n_terms for r in runs)
@@ -858,6 +885,7 @@ def _compact_segment(writer: IndexWriter, snap: Snapshot, chunk_docs: int, worke
     manifest = _derived_manifest(base, counts, id_info, source, seed, seeds_tried, {
         "ssr_engine_version": __version__, "operation": "compact", "chunk_docs": chunk_docs, "workers": workers,
         "runs": len(runs), "seconds": round(time.time() - started, 3), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    manifest = replace(manifest, doc_store=doc_store)
     write_manifest(tmp, manifest)
     return tmp, manifest
 

@@ -170,7 +170,12 @@ class PartsSearcher:
                 raise SsrError(f"{p.index.path}: cannot be searched with {first.path}: {why}")
         self.scoring = first.scoring
         self.method = method or ("ssr" if self.scoring == "ssr" else "bm25")
-        check_method(self.method, ("ssr", "exhaustive") if self.scoring == "ssr" else ("bm25",))
+        if self.method == "maxscore" and self.scoring == "ssr":
+            raise SsrError(f"method 'maxscore' does not run on an index of {len(self.parts)} parts (a live index "
+                           "with several segments or deletions) yet; use method 'ssr' (the same results, bit "
+                           "for bit) or merge the segments with `ssr compact`")
+        # "union" names the heap kernel, which is what the parts run for "ssr" too (`_ssr_barred`)
+        check_method(self.method, ("ssr", "union", "exhaustive") if self.scoring == "ssr" else ("bm25",))
         settings = _settings(first)
         self.stopwords = StopwordList(settings["stopwords_id"], frozenset(settings["stopwords"]))
         self.cap = int(settings["cap"]) if settings.get("cap") is not None else None
@@ -183,6 +188,7 @@ class PartsSearcher:
         self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
         self.ranks = [part_rank(p.index, self.integer) for p in self.parts]
         self.live = [None if p.deleted is None else ~p.deleted for p in self.parts]
+        self._ids: tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None = None  # see _id_tables
         self._hash_keys = []
         for p in self.parts:
             h = _settings(p.index)["hash"]
@@ -279,11 +285,13 @@ class PartsSearcher:
 
     def _ssr_round(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
         _, _, per_part = self.query_terms(queries)
+        if method in ("ssr", "union") and k is not None and len(self.parts) > 1:
+            return self._ssr_barred(len(queries), k, per_part)
         results = []
         for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):
             ix = p.index
             with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
-                if method == "ssr":  # the inverted kernel skips deleted documents itself
+                if method in ("ssr", "union"):  # the inverted kernel skips deleted documents itself
                     results.append(kernels.search_batch(ix.postings_indptr, ix.postings_docs, self.ranks[i],
                                                         ix.n_docs, offsets, terms, weights, k, block=self.block,
                                                         live=self.live[i]))
@@ -295,6 +303,84 @@ class PartsSearcher:
             off, docs, scores, matches = res
             results.append(_drop_deleted(p, off, docs, scores, matches, k))
         return self._merge(results, len(queries), k)
+
+    def _ssr_barred(self, nq: int, k: int, per_part) -> list[SearchResult]:
+        """The inverted kernel over the parts one after another, largest first, each behind a bar.
+
+        After each part the top k so far is merged (full key; ids compared as UTF-8 bytes); its k-th
+        entry is the bar of the next part: a document there must rank strictly before it (on score
+        and matches, or on a tie, by id: the k-th id becomes the part's own rank through
+        `count_below`), as k known documents rank before it otherwise. So later parts keep, and
+        the merge reads, only documents that can still enter the top k instead of k per part.
+        """
+        from .kernels.live import count_below, merge_two
+
+        id_offsets, id_bytes, orders = self._id_tables()
+        top: tuple[np.ndarray, ...] | None = None  # offsets, docs (collection numbers), scores, matches
+        for i in sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live):
+            ix = self.parts[i].index
+            offsets, terms, weights, _ = per_part[i]
+            bar = None
+            if top is not None:
+                off, t_docs, t_scores, t_matches = top
+                bar = (np.full(nq, -np.inf), np.zeros(nq, dtype=np.int32), np.zeros(nq, dtype=np.int64))
+                full = np.flatnonzero(np.diff(off) >= k)  # fewer than k known: no bar
+                last = off[full] + k - 1
+                bar[0][full], bar[1][full] = t_scores[last], t_matches[last]
+                below = count_below(orders[i], self.bases[i], id_offsets, id_bytes, t_docs[last], self.integer)
+                bar[2][full] = below << 32  # doc_key: ranks >= below tie with the k-th or follow it
+            with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
+                off, docs, scores, matches = kernels.search_batch(
+                    ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs, offsets, terms, weights, k,
+                    block=self.block, live=self.live[i], bar=bar)
+            docs = docs + self.bases[i]
+            if top is None:
+                top = (off, docs, scores, matches)
+                continue
+            all_docs, all_scores, all_matches = (np.concatenate([a, b]) for a, b in
+                                                 zip(top[1:], (docs, scores, matches), strict=True))
+            new_off, rows = merge_two(top[0], off, all_docs, all_scores, all_matches, k, id_offsets, id_bytes,
+                                      self.integer)
+            top = (new_off, all_docs[rows], all_scores[rows], all_matches[rows])
+        assert top is not None
+        off, docs, scores, matches = top
+        part = np.searchsorted(self.bases, docs, side="right") - 1
+        width = 1
+        id_parts = []
+        for s in np.unique(part).tolist():
+            where = np.flatnonzero(part == s)
+            id_parts.append((where, self.parts[s].index.ids_of(docs[where] - self.bases[s])))
+            width = max(width, id_parts[-1][1].dtype.itemsize // 4)
+        ids = np.empty(docs.shape[0], dtype=f"<U{width}")
+        for where, a in id_parts:
+            ids[where] = a
+        return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
+                for a, z in zip(off[:-1].tolist(), off[1:].tolist(), strict=True)]
+
+    def _id_tables(self) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """The collection's ids as UTF-8 (offsets int64[N + 1] by collection number, bytes) and each
+        part's documents in id order; made once per searcher."""
+        if self._ids is None:
+            import pyarrow as pa
+
+            offsets, chunks, orders, total = [np.zeros(1, dtype=np.int64)], [], [], 0
+            for i, p in enumerate(self.parts):
+                p.index._load_ids()  # ids_of loads them anyway
+                ids = p.index._id_arrow
+                ids = ids.cast(pa.large_string()) if ids.type != pa.large_string() else ids
+                off = np.frombuffer(ids.buffers()[1], dtype=np.int64)[ids.offset: ids.offset + len(ids) + 1]
+                data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[off[0]: off[-1]] if len(ids) else \
+                    np.zeros(0, dtype=np.uint8)
+                offsets.append(off[1:] - off[0] + total)
+                chunks.append(data)
+                total += data.shape[0]
+                rank = np.asarray(self.ranks[i])
+                order = np.empty(rank.shape[0], dtype=np.int64)
+                order[rank] = np.arange(rank.shape[0], dtype=np.int64)
+                orders.append(order)
+            self._ids = (np.concatenate(offsets), np.concatenate(chunks) if chunks else np.zeros(0, np.uint8),
+                         orders)
+        return self._ids
 
     # ------------------------------------------------------------------------------ BM25
 

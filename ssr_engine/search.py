@@ -260,6 +260,12 @@ class Searcher(StoredText):
 
     # ----------------------------------------------------------------------- explain
 
+    def doc(self, doc: str | int) -> str:
+        """The stored text (`--store-text`) of `doc` (external id, or internal id as in `SearchResult.docs`)."""
+        if self._live is not None:
+            return self._live.doc(doc)
+        return super().doc(doc)
+
     def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
         """The signals `query` and document `doc` (external id, or internal id as in `SearchResult.docs`) share.
 

@@ -320,3 +320,31 @@ def test_extra_files_travel_with_the_added_segment(tmp_path):
     assert (index / ref.name / "agent_cards.parquet").read_bytes() == b"cards of the added documents"
     assert not store.exists()
     assert cli(["verify", str(index)]) == 0
+
+
+def test_stored_texts_survive_changes_and_compaction(tmp_path):
+    rng = random.Random(3)
+    docs = {str(i): f"{text(rng)} doc{i}" for i in range(30)}
+    index = build_index(write_tsv(tmp_path / "c.tsv", docs.items()), tmp_path / "idx", quiet=True, store_text=True)
+    writer = LiveIndex(index)
+    more = {f"n{i}": f"{text(rng)} new{i}" for i in range(12)}
+    writer.add(list(more.items()))
+    writer.delete(["3", "17", "n4"])
+    live = {i: t for i, t in {**docs, **more}.items() if i not in {"3", "17", "n4"}}
+    searcher = Searcher(index)
+    assert all(searcher.doc(i) == t for i, t in live.items())  # across segments, before compaction
+    with pytest.raises(SsrError):
+        searcher.doc("3")  # deleted
+    writer.compact()
+    assert len(read_commit(index).segments) == 1
+    assert cli(["verify", str(index)]) == 0
+    compacted = Searcher(index)
+    assert compacted.n_docs == len(live)
+    assert all(compacted.doc(i) == t for i, t in live.items())
+
+
+def test_maxscore_on_a_live_index_is_a_clear_error(tmp_path):
+    index, _ = small_index(tmp_path)
+    LiveIndex(index).delete(["1"])
+    with pytest.raises(SsrError, match="maxscore.*ssr compact"):
+        open_retriever(index, "maxscore").search("alpha", 10)

@@ -67,6 +67,65 @@ def test_merge_compares_ids_as_the_collection_orders_them(ids):
     assert _sorted_by_kernel(ids) == [ids[i] for i in id_order(ids)]
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(int_ids, str_ids), min_size=1, max_size=30, unique=True)
+       | st.lists(int_ids, min_size=1, max_size=30, unique=True), st.data())
+def test_ids_as_utf8_compare_and_count_as_the_collection_orders_them(ids, data):
+    """span_compare on UTF-8 bytes (the bar's ids) agrees with the order; count_below counts by it."""
+    from ssr_engine.kernels.live import count_below
+    from ssr_engine.kernels.merge import span_compare
+
+    integer = ids_are_integers(ids)
+    raw = [i.encode("utf-8") for i in ids]
+    data_bytes = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    ranked = id_order(ids)
+    rows = sorted(range(len(ids)), key=functools.cmp_to_key(lambda a, b: span_compare(
+        data_bytes, offsets[a], offsets[a + 1], data_bytes, offsets[b], offsets[b + 1], integer)))
+    assert rows == ranked
+    # a "part": a subset of the documents, in id order; probes: any documents
+    part = sorted(data.draw(st.sets(st.integers(0, len(ids) - 1))), key=ranked.index)
+    base = 0
+    probes = np.array(data.draw(st.lists(st.integers(0, len(ids) - 1), max_size=10)), dtype=np.int64)
+    got = count_below(np.array(part, dtype=np.int64), base, offsets, data_bytes, probes, integer)
+    want = [sum(ranked.index(d) < ranked.index(int(p)) for d in part) for p in probes]
+    assert got.tolist() == want
+
+
+def test_a_bar_keeps_exactly_the_documents_ranking_before_it(tmp_path):
+    """kernels.ssr with a bar returns the unbarred result's rows that rank strictly before the bar."""
+    from ssr_engine.kernels import ssr
+    from ssr_engine.kernels.topk import doc_key
+
+    rng = random.Random(5)
+    docs = [(str(i), text(rng)) for i in range(300)]
+    ix = open_index(build_index(write_tsv(tmp_path / "c.tsv", docs), tmp_path / "i", quiet=True))
+    searcher = Searcher(ix)
+    queries = [text(rng) for _ in range(40)]
+    qb = searcher.query_batch(queries)
+    args = (ix.postings_indptr, ix.postings_docs, ix.doc_rank, ix.n_docs, qb.offsets, qb.terms, qb.weights)
+    off, d, s, m = ssr.search_batch(*args, None)
+    nq = len(queries)
+    # per query a bar at a random row of its full ranking (a tie on score and matches, often), or none
+    bar_s, bar_m, bar_k = np.full(nq, -np.inf), np.zeros(nq, dtype=np.int32), np.zeros(nq, dtype=np.int64)
+    cut = np.zeros(nq, dtype=np.int64)
+    for q in range(nq):
+        n = int(off[q + 1] - off[q])
+        cut[q] = n
+        if n and rng.random() < 0.8:
+            r = int(off[q]) + rng.randrange(n)
+            bar_s[q], bar_m[q], bar_k[q] = s[r], m[r], doc_key(int(ix.doc_rank[d[r]]), int(d[r]))
+            cut[q] = r - off[q]
+    for k in (None, 3, 50):
+        off2, d2, s2, m2 = ssr.search_batch(*args, k, bar=(bar_s, bar_m, bar_k))
+        for q in range(nq):
+            n = int(cut[q]) if k is None else min(int(cut[q]), k)
+            a = int(off[q])
+            assert d2[off2[q]:off2[q + 1]].tolist() == d[a:a + n].tolist()
+            assert s2[off2[q]:off2[q + 1]].tobytes() == s[a:a + n].tobytes()
+
+
 # ---------------------------------------------------------------------- parts vs a fresh build
 
 
@@ -110,7 +169,7 @@ def test_parts_answer_as_one_fresh_build(tmp_path, scoring, kind):
     assert searcher.integer == (kind != "string")
     reference = Searcher(fresh) if scoring == "ssr" else BM25Searcher(fresh)
     queries = [text(rng) for _ in range(150)] + ["", "nothing matches"]
-    for k in (1, 7, None):
+    for k in (1, 2, 7, 40, None):  # k < a part's size: later parts search behind the bar of the earlier ones
         assert_identical(searcher.search_batch(queries, k), reference.search_batch(queries, k))
     if scoring == "ssr":
         exhaustive = PartsSearcher(parts, method="exhaustive")

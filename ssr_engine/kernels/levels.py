@@ -230,6 +230,9 @@ def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
         buf = (np.empty(size0, np.int64), np.empty(size0, np.int32), np.empty(size0, np.int64))
         acc = np.zeros(heap_width, dtype=np.float64)
         cnt = np.zeros(heap_width, dtype=np.int32)
+        no_bar_s = np.zeros(0, dtype=np.float64)  # ssr._search_one's bar (live segments): empty = none
+        no_bar_m = np.zeros(0, dtype=np.int32)
+        no_bar_k = np.zeros(0, dtype=np.int64)
         for q in range(c, nq, n_chunks):
             base = caps_off[q]
             cap = caps_off[q + 1] - base
@@ -242,7 +245,8 @@ def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
                                             lvl_pop, hist, buf, base, res_d, res_s, res_m)
             else:
                 sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
-                                       acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live)
+                                       acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live,
+                                       no_bar_s, no_bar_m, no_bar_k)
             if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
                 break
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)

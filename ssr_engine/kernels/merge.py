@@ -36,16 +36,25 @@ def _length(codes, i):
 @nb.njit(cache=True, nogil=True)
 def id_compare(codes, i, j, integer):
     """-1, 0 or 1 as the id in row i sorts before, equal to or after the id in row j."""
-    li = _length(codes, i)
-    lj = _length(codes, j)
+    return span_compare(codes[i], 0, _length(codes, i), codes[j], 0, _length(codes, j), integer)
+
+
+@nb.njit(cache=True, nogil=True)
+def span_compare(x, xa, xz, y, ya, yz, integer):
+    """-1, 0 or 1 as the id x[xa:xz] sorts before, equal to or after the id y[ya:yz].
+
+    Ids as code points (UCS-4) or as UTF-8 bytes (whose byte order is the code point order).
+    """
+    li = xz - xa
+    lj = yz - ya
     if integer:
-        neg_i = li > 0 and codes[i, 0] == 45  # "-"
-        neg_j = lj > 0 and codes[j, 0] == 45
+        neg_i = li > 0 and x[xa] == 45  # "-"
+        neg_j = lj > 0 and y[ya] == 45
         si = 1 if neg_i else 0
         sj = 1 if neg_j else 0
-        while si < li and codes[i, si] == 48:  # leading "0"s do not change the value
+        while si < li and x[xa + si] == 48:  # leading "0"s do not change the value
             si += 1
-        while sj < lj and codes[j, sj] == 48:
+        while sj < lj and y[ya + sj] == 48:
             sj += 1
         mi = li - si
         mj = lj - sj
@@ -58,8 +67,8 @@ def id_compare(codes, i, j, integer):
             c = -1 if mi < mj else 1
         else:
             for p in range(mi):
-                a = codes[i, si + p]
-                b = codes[j, sj + p]
+                a = x[xa + si + p]
+                b = y[ya + sj + p]
                 if a != b:
                     c = -1 if a < b else 1
                     break
@@ -67,8 +76,8 @@ def id_compare(codes, i, j, integer):
             return -c if neg_i else c
         # equal values: by their strings, as scoring.id_order does
     for p in range(min(li, lj)):
-        a = codes[i, p]
-        b = codes[j, p]
+        a = x[xa + p]
+        b = y[ya + p]
         if a != b:
             return -1 if a < b else 1
     if li != lj:

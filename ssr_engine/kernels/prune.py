@@ -259,6 +259,9 @@ def _run_queries(q0, q1, step, indptr, docs, doc_rank, n_docs, q_offsets, q_term
     prefix = np.empty(longest + 1, dtype=np.float64)
     last = np.empty(longest, dtype=np.int64)
     no_deletions = np.zeros(0, dtype=np.uint8)  # kernels.ssr's live mask: empty = every document ranks
+    no_bar_s = np.zeros(0, dtype=np.float64)  # kernels.ssr's bar: empty = none
+    no_bar_m = np.zeros(0, dtype=np.int32)
+    no_bar_k = np.zeros(0, dtype=np.int64)
     width = acc.shape[0]
     for q in range(q0, q1, step):
         base = caps_off[q]
@@ -271,7 +274,8 @@ def _run_queries(q0, q1, step, indptr, docs, doc_rank, n_docs, q_offsets, q_term
                                      mask, acc, touched, cur, end, prefix, base, cap, res_d, res_s, res_m)
         else:
             sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
-                                   acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, no_deletions)
+                                   acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, no_deletions,
+                                   no_bar_s, no_bar_m, no_bar_k)
             if sizes[q] < 0:  # corrupt postings (see kernels.ssr): this slice's accumulators are dirty
                 break
 

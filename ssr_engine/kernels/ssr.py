@@ -35,14 +35,22 @@ DEFAULT_BLOCK = 1 << 14
 
 @nb.njit(cache=True, nogil=True)
 def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, block,
-                acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live):
+                acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live, bar_s, bar_m, bar_k):
     """One query: accumulate its postings block by block, keep the best `cap`; returns the count.
 
     A block is the document range [lo, lo + block) starting at the smallest unread posting, so
     empty ranges are skipped; its accumulators stay cache-resident while every term's postings
     in the range are added. Terms are visited in the given (ascending weight) order in every
-    block, so each document's sum keeps the canonical order.
+    block, so each document's sum keeps the canonical order. `bar_s`/`bar_m`/`bar_k`: the full
+    key (score, matches, doc key) a candidate must rank strictly before; empty: no bar.
     """
+    bs = -np.inf
+    bm = 0
+    bk = np.int64(0)
+    if bar_s.shape[0]:
+        bs = bar_s[q]
+        bm = bar_m[q]
+        bk = bar_k[q]
     a = q_offsets[q]
     m = q_offsets[q + 1] - a
     for j in range(m):
@@ -94,7 +102,11 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
         for i in range(nt):
             x = touched[i]
             # a live index's deleted documents (live[d] == 0) never rank; an empty mask: all live
-            if (live.shape[0] == 0 or live[lo + x]) and not rejects(res_s, res_m, base, size, cap, acc[x], cnt[x]):
+            # the bar: k documents known elsewhere (a live index's other segments) rank before it
+            s = acc[x]
+            if ((live.shape[0] == 0 or live[lo + x]) and not (s < bs or (s == bs and (cnt[x] < bm or (
+                    cnt[x] == bm and doc_key(doc_rank[lo + x], lo + x) >= bk))))
+                    and not rejects(res_s, res_m, base, size, cap, s, cnt[x])):
                 key = doc_key(doc_rank[lo + x], lo + x)
                 size = heap_push(res_s, res_m, res_d, base, size, cap, acc[x], cnt[x], key)
             acc[x] = 0.0
@@ -104,7 +116,8 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
 
 
 @nb.njit(cache=True, parallel=True)
-def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block, n_chunks, live):
+def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block, n_chunks, live,
+                  bar_s, bar_m, bar_k):
     nq = q_offsets.shape[0] - 1
     caps_off = region_offsets(q_offsets, q_terms, indptr, k)
     longest = 1
@@ -126,20 +139,23 @@ def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
         for q in range(c, nq, n_chunks):
             sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
                                    acc, cnt, touched, cur, end, last, caps_off[q], caps_off[q + 1] - caps_off[q],
-                                   res_d, res_s, res_m, live)
+                                   res_d, res_s, res_m, live, bar_s, bar_m, bar_k)
             if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
                 break
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,
-                 n_chunks=None, live=None):
+                 n_chunks=None, live=None, bar=None):
     """Exact top-k of every query over the inverted CSR (`k=None` or `k <= 0`: every candidate).
 
     indptr int64[V + 1], docs uint32[P] (ascending per term), doc_rank uint32[N];
     q_terms: distinct term ids per query, in ascending weight order.
     `block` = document-range width of the accumulators (`n_docs` gives a plain scatter).
     `live`: bool or uint8[N], the documents that may rank (a live index's deletions); None: all.
+    `bar`: (scores float64[Q], matches int32[Q], keys int64[Q]): per query, the full key (score,
+    matches, doc_rank << 32 | doc) a document must rank strictly before (-inf: none; a key of 2**63 - 1
+    keeps every tie on score and matches); the others are left out. None: no bar.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
     if n_chunks is None:
@@ -150,11 +166,22 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
                               np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64),
                               np.int64(cap_k(k, n_docs)), np.int64(max(1, block)),
                               np.int64(max(1, min(n_chunks, nq))),
-                              np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8))
+                              np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8),
+                              *_bar_arrays(bar, nq))
     if bad:
         raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
                                "id >= N")
     return tuple(out)
+
+
+def _bar_arrays(bar, nq):
+    if bar is None:
+        return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
+    arrays = (np.ascontiguousarray(bar[0], dtype=np.float64), np.ascontiguousarray(bar[1], dtype=np.int32),
+              np.ascontiguousarray(bar[2], dtype=np.int64))
+    if any(a.shape != (nq,) for a in arrays):
+        raise ValueError(f"bar: one (score, matches, key) per query ({nq})")
+    return arrays
 
 
 # ----------------------------------------------------------------------- exhaustive scan
