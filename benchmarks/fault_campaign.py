@@ -43,12 +43,13 @@ import numpy as np
 QUERIES = ["w1 w2 w3", "w5 w7 w11", "w0 w3", "w17"]
 
 CHILD = """
-import sys
+import contextlib, io, json, sys, traceback
+from ssr_engine.cli import main
 from ssr_engine.errors import SsrError
 from ssr_engine.format import open_index
 from ssr_engine.retrieval import open_retriever
-path, live, queries = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
-try:
+
+def search(path, live, queries):
     scoring = "ssr" if live else open_index(path).scoring  # a live index opens by path only
     methods = ("bm25",) if scoring == "bm25" else ("ssr", "maxscore", "exhaustive")
     for m in methods:
@@ -59,19 +60,41 @@ try:
         for q, hits in zip(queries, res):
             for d in hits.docs[:3].tolist():
                 r.explain(q, int(d))
-except SsrError as exc:
-    print(exc, file=sys.stderr)
-    sys.exit(2)
+
+def guarded(fn):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = fn()
+        except SsrError as exc:
+            print(exc, file=sys.stderr)
+            code = 2
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    return code or 0, err.getvalue()
+
+cases, queries = json.loads(sys.argv[1]), sys.argv[2:]
+for path, live, do_verify in cases:
+    row = {"search": guarded(lambda: search(path, live, queries))}
+    if do_verify:
+        row["verify"] = guarded(lambda: main(["verify", path]))
+    print(json.dumps(row), flush=True)
 """
 
 
-def run(cmd: list[str], timeout: float = 600, stdout: bool = False) -> tuple[int, str]:
-    """(exit status, stderr; or stdout + stderr with `stdout`)."""
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def run(cmd: list[str], timeout: float = 1800, stdout: bool = False) -> tuple[int, str]:
+    """(exit status, stderr; or stdout + stderr with `stdout`); a timeout is status -1000."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        return -1000, f"timed out after {timeout} s: {str(exc.stderr or '')[-300:]}"
     return p.returncode, (p.stdout + p.stderr if stdout else p.stderr)
 
 
 def outcome(code: int, stderr: str) -> str:
+    if code == -1000:
+        return "hang (timeout)"
     if code < 0:
         return f"crash (signal {-code})"
     if "Traceback" in stderr or code not in (0, 2):
@@ -79,8 +102,27 @@ def outcome(code: int, stderr: str) -> str:
     return "exit 2" if code == 2 else "exit 0"
 
 
+def check_many(cases: list[tuple[Path, bool, bool]]) -> list[tuple[str, str]]:
+    """(search outcome, verify outcome or "") per (index, live, verify?) case, many cases per child
+    process (one interpreter and Numba start for all); a child that dies (a signal) is counted a
+    crash for the case it was on, and the rest run in a new child."""
+    out: list[tuple[str, str]] = []
+    while len(out) < len(cases):
+        todo = cases[len(out):]
+        code, text = run([sys.executable, "-c", CHILD, json.dumps([[str(p), lv, v] for p, lv, v in todo]), *QUERIES],
+                         timeout=300 + 60 * len(todo), stdout=True)
+        rows = [json.loads(line) for line in text.splitlines() if line.startswith('{"search"')]
+        for row in rows:
+            out.append((outcome(*row["search"]), outcome(*row["verify"]) if "verify" in row else ""))
+        if len(out) < len(cases):  # the child died (or hung) on case number len(out)
+            if code == 0:
+                raise RuntimeError(f"the child stopped early without an error: {text[-2000:]}")
+            out.append((outcome(code if code < 0 else 1, text), ""))
+    return out
+
+
 def child(index: Path, live: bool = False) -> str:
-    return outcome(*run([sys.executable, "-c", CHILD, str(index), "1" if live else "0", *QUERIES]))
+    return check_many([(index, live, False)])[0][0]
 
 
 def verify(index: Path) -> str:
@@ -212,34 +254,34 @@ print(json.dumps({"rebuild": proc.returncode, "during": during, "same": same, "a
 
 
 def index_cases(args, rnd, work, bases, counts, failures) -> None:
-    """Targeted edits and byte flips of both indexes."""
+    """Targeted edits and byte flips of both indexes: every case copied first, then checked in batches."""
+    cases: list[tuple[str, str, Path]] = []  # (kind, label, folder)
     for scoring, base in bases.items():
         seg = segment(base)
-        for read, cases in ((True, edits(base, seg, rnd)), (False, unread_edits(seg, rnd, 3))):
-            for case, name, pos, value in cases:
+        for read, edit_list in ((True, edits(base, seg, rnd)), (False, unread_edits(seg, rnd, 3))):
+            for case, name, pos, value in edit_list:
                 if scoring == "bm25" and name == "forward_terms":
                     continue  # BM25 never reads the forward index; verify alone covers it (flips below)
-                w = fresh_copy(base, work / "case")
+                w = fresh_copy(base, work / f"case-{len(cases)}")
                 edit(segment(w), name, pos, value)
-                s, v = child(w), verify(w)
-                kind = "edit" if read else "edit at a random O(V) entry"
-                counts[f"{kind}: search"][s] += 1
-                counts[f"{kind}: verify"][v] += 1
-                if (s != "exit 2" if read else s.startswith("crash")) or v != "exit 2":
-                    failures.append(f"{scoring} {case}: search {s}, verify {v}")
+                cases.append(("edit" if read else "edit at a random O(V) entry", f"{scoring} {case}", w))
         files = sorted(p.relative_to(base) for p in base.rglob("*") if p.is_file() and p.stat().st_size)
         for rel in files:
             for _ in range(args.flips):
-                w = fresh_copy(base, work / "case")
+                w = fresh_copy(base, work / f"case-{len(cases)}")
                 raw = bytearray((w / rel).read_bytes())
                 pos = rnd.randrange(len(raw))
                 raw[pos] ^= 1 << rnd.randrange(8)
                 (w / rel).write_bytes(bytes(raw))
-                s, v = child(w), verify(w)
-                counts["flip: search"][s] += 1
-                counts["flip: verify"][v] += 1
-                if s.startswith("crash") or v != "exit 2":
-                    failures.append(f"{scoring} flip {rel}@{pos}: search {s}, verify {v}")
+                cases.append(("flip", f"{scoring} flip {rel}@{pos}", w))
+    results = check_many([(w, False, True) for _, _, w in cases])
+    for (kind, label, w), (s, v) in zip(cases, results, strict=True):
+        counts[f"{kind}: search"][s] += 1
+        counts[f"{kind}: verify"][v] += 1
+        bad_search = s != "exit 2" if kind == "edit" else not s.startswith("exit")
+        if bad_search or v != "exit 2":
+            failures.append(f"{label}: search {s}, verify {v}")
+        shutil.rmtree(w, ignore_errors=True)
 
 
 def fresh_copy(base: Path, w: Path) -> Path:

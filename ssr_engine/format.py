@@ -31,6 +31,7 @@ import hashlib
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from tokenize import TokenError
 from typing import Any
 
 import numpy as np
@@ -494,7 +495,7 @@ def _open_array(directory: Path, name: str, dtype: str, record: FileRecord | Non
         raise IndexFormatError(f"{path}: {size} bytes, the manifest says {record.bytes} (truncated or replaced)")
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, SyntaxError, TokenError) as exc:  # a garbled header, whatever the parser
         raise IndexFormatError(f"{path}: corrupt array file ({exc})") from exc
     if arr.dtype != np.dtype(dtype) or arr.ndim != 1:
         raise IndexFormatError(f"{path}: dtype {arr.dtype} shape {arr.shape}, expected 1-d {dtype}")

@@ -279,6 +279,20 @@ def test_every_byte_flip_is_caught_by_verify_and_never_crashes(base, tmp_path):
     assert seg.is_dir()
 
 
+def test_a_garbled_npy_header_is_a_clear_error(base, tmp_path):
+    """A '(' in a header's padding makes NumPy's header parser raise tokenize.TokenError (found by
+    the fault campaign as a traceback)."""
+    _, out, _ = base
+    w = copy(out, tmp_path / "w")
+    path = open_index(w).path / "doc_rank.npy"
+    raw = bytearray(path.read_bytes())
+    raw[raw.index(b"}") + 5] = ord("(")  # inside the header's space padding
+    path.write_bytes(bytes(raw))
+    with pytest.raises(IndexFormatError, match="doc_rank.npy: corrupt array file"):
+        open_index(w)
+    assert verify_index(w)
+
+
 # ---- the manifest, settings included, under checksums ------------------------------------------
 
 
