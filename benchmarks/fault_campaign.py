@@ -2,8 +2,10 @@
 
     python benchmarks/fault_campaign.py --work /tmp/faults [--docs 20000] [--flips 3] [--kills 6]
         [--live-kills 9] [--races 3] [--snapshots 2] [--provider-rounds 3] [--seed 0] [--json out.json]
+        [--only index kill snapshot race provider]
 
-Cases, each run in a child process so that a crash (a signal, a traceback) is seen and counted:
+Cases run in child processes, many to a child (`check_many`), so that a crash (a signal, a
+traceback) is seen and counted against the case it happened on:
   - targeted edits: for every array of an SSR and a BM25 index, values that break an invariant
     (offsets past the end or decreasing, ids >= N, unsorted vocabulary, a repeated rank, ...) at
     entries the campaign's queries read (open reads the O(N) arrays and the O(V) arrays' ends; a

@@ -155,6 +155,19 @@ def test_lying_forward_terms_are_an_error_in_the_scan(base, tmp_path):
     assert_clean_error(verify, "checksum mismatch")
 
 
+def test_a_forward_term_just_past_the_vocabulary_is_an_error_in_the_scan(base, tmp_path):
+    """Term id V as the last of a row (found by the fault campaign: the scan's bitset has room up
+    to the next multiple of 64, so only a comparison with V catches it)."""
+    _, out, _ = base
+    w = copy(out, tmp_path / "w")
+    ix = open_index(w)
+    v, last = ix.n_terms, int(ix.forward_indptr[2]) - 1
+    ix.close()
+    edit_array(w, "forward_terms", lambda arr: arr.__setitem__(last, v))
+    with pytest.raises(IndexFormatError, match="forward_terms.npy"):
+        Searcher(w, method="exhaustive").search_batch(QUERIES, 10)
+
+
 @pytest.mark.parametrize("method,name", [("ssr", "postings_docs"), ("exhaustive", "forward_terms")])
 def test_lying_segment_of_a_live_index_is_an_error(base, tmp_path, method, name):
     """Multi-segment search (`parts`) guards its kernel calls as a single index does."""

@@ -219,13 +219,12 @@ def query_term_table(q_offsets, q_terms, q_weights, n_terms):
 
 @nb.njit(cache=True, nogil=True)
 def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight,
-                nq, count_only, heap_off, heap_cap, heap_size, hs, hm, hd, slot0):
+                nq, count_only, heap_off, heap_cap, heap_size, hs, hm, hd, slot0, n_terms):
     """Score documents [lo, hi) against every query of the batch; push into the chunk's heaps.
 
     Returns the number of term ids found outside the bitset (a corrupt forward_terms; skipped).
     """
     bad = 0
-    words = bitset.shape[0]
     acc = np.zeros(nq, dtype=np.float64)
     cnt = np.zeros(nq, dtype=np.int32)
     touched = np.empty(nq, dtype=np.int64)
@@ -236,8 +235,8 @@ def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, 
         prev = np.int64(-1)
         for p in range(fwd_indptr[d], fwd_indptr[d + 1]):
             t = np.int64(fwd_terms[p])
-            if (t >> 6) >= words or t <= prev:
-                bad += 1  # past the vocabulary (never index the bitset with it) or not ascending
+            if t >= n_terms or t <= prev:
+                bad += 1  # past the vocabulary (so never past the bitset) or not ascending
                 continue
             prev = t
             if (bitset[t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
@@ -283,7 +282,7 @@ def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, 
 
 @nb.njit(cache=True, parallel=True)
 def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight, nq, k,
-                n_chunks):
+                n_chunks, n_terms):
     n_docs = fwd_indptr.shape[0] - 1
     slots = n_chunks * nq
     heap_size = np.zeros(slots, dtype=np.int64)
@@ -299,7 +298,7 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
         for c in nb.prange(n_chunks):
             bad[c] += _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd_terms, doc_rank,
                         bitset, uterms, urank, r_indptr, r_query, r_weight, nq, True, heap_size, heap_cap,
-                        heap_size, dummy_s, dummy_m, dummy_d, c * nq)
+                        heap_size, dummy_s, dummy_m, dummy_d, c * nq, n_terms)
         heap_cap[:] = heap_size
         heap_size[:] = 0
     heap_off = np.zeros(slots + 1, dtype=np.int64)
@@ -309,7 +308,7 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
     for c in nb.prange(n_chunks):
         bad[c] += _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd_terms,
                               doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight, nq, False, heap_off,
-                              heap_cap, heap_size, hs, hm, hd, c * nq)
+                              heap_cap, heap_size, hs, hm, hd, c * nq, n_terms)
     # merge each query's per-chunk heaps
     caps_off = np.zeros(nq + 1, dtype=np.int64)
     for q in range(nq):
@@ -350,7 +349,7 @@ def exhaustive_batch(fwd_indptr, fwd_terms, doc_rank, n_terms, q_offsets, q_term
     n_chunks = max(1, min(n_chunks, max(n_docs, 1)))
     table = query_term_table(q_offsets, q_terms, q_weights, n_terms)
     *out, bad = _exhaustive(fwd_indptr, fwd_terms, doc_rank, *table, np.int64(nq),
-                            np.int64(cap_k(k, n_docs)), np.int64(n_chunks))
+                            np.int64(cap_k(k, n_docs)), np.int64(n_chunks), np.int64(n_terms))
     if bad:
         raise CorruptIndexData("forward_terms.npy: a row is not strictly ascending or holds term ids past the "
                                "vocabulary")
