@@ -9,6 +9,7 @@ removed and the target is untouched. Every file the package writes for a user go
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import secrets
 from collections.abc import Iterator
@@ -105,3 +106,12 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write a whole binary file atomically."""
     with atomic_write(path, "wb") as f:
         f.write(data)
+
+
+def sha256_file(path: Path, block: int = 1 << 22) -> str:
+    """The sha256 of a file's bytes, read in blocks (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(block):
+            h.update(chunk)
+    return h.hexdigest()

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import sha256_file
 from .errors import IndexFormatError
 from .generations import (
     SEGMENT_MANIFEST,
@@ -186,14 +187,6 @@ def _int(d: dict[str, Any], key: str) -> int:
 
 def array_file(name: str) -> str:
     return f"{name}.npy"
-
-
-def sha256_file(path: Path, block: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(block):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def save_array(directory: Path, name: str, array: np.ndarray) -> None:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import TMP_MARK, fsync_dir, os_error, write_text
+from .atomic import TMP_MARK, fsync_dir, os_error, sha256_file, write_text
 from .errors import IndexFormatError, SsrError
 
 # scratch_dir and clean_scratch are re-exported: agents/ import them from here (their old home)
@@ -377,7 +377,7 @@ class IndexWriter:
                 self._staged.remove(folder)
             else:
                 final = folder
-            sha = _sha256(final / SEGMENT_MANIFEST)
+            sha = sha256_file(final / SEGMENT_MANIFEST)
             refs.append(SegmentRef(final.name, int(docs), sha, deletes[i] if deletes else None,
                                    deletes_sha256[i] if deletes_sha256 else None))
         fsync_dir(self.root)
@@ -427,14 +427,6 @@ def _current_or_corrupt(root: Path) -> Commit | None | bool:
         return read_commit(root)
     except IndexFormatError:
         return None
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def clean(root: Path, lock: WriterLock) -> list[str]:
