@@ -79,6 +79,20 @@ def test_cranfield_index_equals_reference(tmp_path, cranfield_docs):
     assert index.manifest.ids["integer"] is True
 
 
+def test_signal_strings_are_stored_once_and_shown_as_a_table(tmp_path, cranfield_docs):
+    path = write_tsv(tmp_path / "cran.tsv", cranfield_docs[:200])
+    index = open_index(build_index(path, tmp_path / "idx", quiet=True))
+    assert not list(index.path.glob("signals.parquet"))  # the strings live in signal_bytes only
+    table = index.signal_table()
+    assert table.num_rows == index.n_terms
+    assert table.column("hash").to_numpy().tolist() == index.vocab.tolist()
+    strings = table.column("signal").to_pylist()
+    assert strings == [index.signal(t) for t in range(index.n_terms)]
+    settings = index.settings
+    assert all(signal_hash(s, settings.hash.seed, settings.hash.bits) == h
+               for s, h in zip(strings[:500], index.vocab[:500].tolist()))
+
+
 def test_tsv_and_jsonl_give_the_same_index(tmp_path):
     docs = [("d3", "Solar wind and the magnetosphere"), ("d1", "Wind tunnels"), ("d2", "")]
     tsv = write_tsv(tmp_path / "c.tsv", docs)

@@ -11,8 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..format import ArrayWriter, npy_data_offset, read_slice
 from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
@@ -70,8 +68,6 @@ def merge_runs(
     sig_bytes = ArrayWriter(out_dir, "signal_bytes")
     indptr.append(np.zeros(1, dtype=np.int64))
     sig_off.append(np.zeros(1, dtype=np.int64))
-    schema = pa.schema([("hash", pa.uint64()), ("signal", pa.large_string())])
-    table_writer = pq.ParquetWriter(out_dir / "signals.parquet", schema)
     n_terms = 0
     n_postings = 0
     n_bytes = 0
@@ -96,10 +92,6 @@ def merge_runs(
                 tfs.append(tf)
             sig_off.append(n_bytes + s_off[1:])
             sig_bytes.append(s_bytes)
-            strings = pa.Array.from_buffers(
-                pa.large_string(), v.shape[0], [None, pa.py_buffer(s_off), pa.py_buffer(s_bytes)]
-            )
-            table_writer.write_table(pa.table({"hash": pa.array(v), "signal": strings}, schema=schema))
             for r, (path, offset) in enumerate(maps):
                 lo = int(cuts[r, b])
                 part = term_of_entry[entry_runs[r] : entry_runs[r + 1]]
@@ -112,7 +104,6 @@ def merge_runs(
             n_bytes += int(s_bytes.shape[0])
             progress(int(hashes.shape[0]))
     finally:
-        table_writer.close()
         for w in (vocab, indptr, docs, tfs, sig_off, sig_bytes):
             if w is not None:
                 w.close()
