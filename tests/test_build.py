@@ -292,10 +292,11 @@ def test_interrupted_build_leaves_nothing_that_opens(tmp_path, how):
     out = tmp_path / "idx"
     cmd = [sys.executable, "-m", "ssr_engine", "build-index", "--collection", str(path), "--out", str(out),
            "--chunk-docs", "500", "--workers", "1", "--quiet"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+    # SIGINT at its default in the child: a shell's background job (`pytest ... &`) runs with SIGINT
+    # ignored, which children inherit, and Python then never installs its Ctrl-C handler
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
-    # interrupt early in the inversion (the second run on disk): under heavy load a later point left
-    # too little of the build for the signal to arrive before it finished
     while time.time() < deadline and not list(out.glob(".staging-*/runs/run00001.local.npy")):
         time.sleep(0.05)
     assert proc.poll() is None, "build finished before it could be interrupted"
