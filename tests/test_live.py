@@ -348,3 +348,25 @@ def test_maxscore_on_a_live_index_is_a_clear_error(tmp_path):
     LiveIndex(index).delete(["1"])
     with pytest.raises(SsrError, match="maxscore.*ssr compact"):
         open_retriever(index, "maxscore").search("alpha", 10)
+
+
+def test_evaluate_runs_on_a_live_index_as_on_a_fresh_build(tmp_path):
+    from ssr_engine.eval.evaluate import run_evaluation
+
+    index, docs = small_index(tmp_path, n=60)
+    writer = LiveIndex(index)
+    rng = random.Random(9)
+    more = {str(100 + i): text(rng) for i in range(20)}
+    writer.add(list(more.items()))
+    writer.delete([str(i) for i in range(0, 60, 7)])
+    live = {i: t for i, t in {**docs, **more}.items() if not (int(i) < 60 and int(i) % 7 == 0)}
+    fresh = build_index(write_tsv(tmp_path / "fresh.tsv", sorted(live.items())), tmp_path / "fresh", quiet=True)
+    queries = tmp_path / "q.tsv"
+    queries.write_text("".join(f"q{n}\t{q}\n" for n, q in enumerate(QUERIES[:20])), encoding="utf-8")
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"q{n} 0 {i} 1\n" for n in range(20) for i in sorted(live)[n::20]), encoding="utf-8")
+    got = run_evaluation(index, queries, qrels, "ssr", 10, run_path=tmp_path / "a.run", latency_queries=0)
+    want = run_evaluation(fresh, queries, qrels, "ssr", 10, run_path=tmp_path / "b.run", latency_queries=0)
+    assert got["metrics"] == want["metrics"]
+    assert (tmp_path / "a.run").read_text() == (tmp_path / "b.run").read_text()
+    assert got["index"]["counts"]["documents"] == len(live) and len(got["index"]["live"]["segments"]) == 2

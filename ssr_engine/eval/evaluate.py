@@ -120,9 +120,19 @@ def run_evaluation(
         retriever = open_sharded(index, method, ray, ray_address, k1=k1, b=b)
         index_section = describe(index)
     else:
-        ix = open_index(index)
-        retriever = open_retriever(ix, method, k1=k1, b=b)
-        index_section = _index_section(ix)
+        from ..live import open_snapshot
+
+        snapshot = open_snapshot(index)
+        try:
+            if snapshot.plain:
+                ix = open_index(index)
+                retriever = open_retriever(ix, method, k1=k1, b=b)
+                index_section = _index_section(ix)
+            else:  # a live index (several segments or deletions): open_retriever of the directory answers it
+                retriever = open_retriever(index, method, k1=k1, b=b)
+                index_section = {**_index_section(snapshot.indexes[0]), **_live_section(snapshot)}
+        finally:
+            snapshot.close()
     tag = tag or method
     qids, texts = list(query_map), list(query_map.values())
 
@@ -255,6 +265,15 @@ def _query_counts(evaluation: Evaluation) -> dict[str, Any]:
         "empty_results_ids": _listed(evaluation.empty),
         "denominator": "judged: queries run that have qrels (empty results count as 0)",
     }
+
+
+def _live_section(snapshot: Any) -> dict[str, Any]:
+    """A live index's counts over all its segments (the first segment's would mislead), and its segments."""
+    return {"path": str(Path(snapshot.root).absolute()),
+            "counts": {"documents": sum(ref.documents for ref in snapshot.commit.segments)},
+            "live": {"generation": snapshot.generation, "segments": [
+                {"name": ref.name, "documents": seg.n_docs, "live": ref.documents}
+                for ref, seg in zip(snapshot.commit.segments, snapshot.indexes, strict=True)]}}
 
 
 def _index_section(ix: Index) -> dict[str, Any]:
