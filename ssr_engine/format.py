@@ -404,6 +404,9 @@ class Index:
         Zero-copy over the mapped vocabulary and signal strings, for tools and debugging."""
         import pyarrow as pa
 
+        from .validate import check_signal_offsets
+
+        check_signal_offsets(self)  # Arrow trusts the offsets: a lying file must not make it read past the bytes
         strings = pa.Array.from_buffers(
             pa.large_string(), self.n_terms,
             [None, pa.py_buffer(np.asarray(self.signal_offsets)), pa.py_buffer(np.asarray(self.signal_bytes))],

@@ -66,6 +66,11 @@ def _offsets(index: Index, name: str, indptr: np.ndarray, length: int, what: str
         raise _fail(index, name, f"offsets decrease at entry {i + 1} ({int(indptr[i])} then {int(indptr[i + 1])})")
 
 
+def check_signal_offsets(index: Index) -> None:
+    """The whole signal_offsets array (open checks only its ends): before reading every term's string."""
+    _offsets(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
+
+
 def check_index(index: Index, full: bool = False) -> None:
     """Raise `IndexFormatError` naming the file and entry of the first structural defect found."""
     from .kernels import validate as kv

@@ -90,7 +90,18 @@ def test_signal_strings_are_stored_once_and_shown_as_a_table(tmp_path, cranfield
     assert strings == [index.signal(t) for t in range(index.n_terms)]
     settings = index.settings
     assert all(signal_hash(s, settings.hash.seed, settings.hash.bits) == h
-               for s, h in zip(strings[:500], index.vocab[:500].tolist()))
+               for s, h in zip(strings[:500], index.vocab[:500].tolist(), strict=True))
+
+
+def test_signal_table_refuses_lying_offsets(tmp_path, cranfield_docs):
+    out = build_index(write_tsv(tmp_path / "cran.tsv", cranfield_docs[:50]), tmp_path / "idx", quiet=True)
+    path = open_index(out).path / "signal_offsets.npy"
+    offsets = np.load(path, mmap_mode="r+")
+    offsets[len(offsets) // 2] = offsets[-1] + 10**9  # open checks only the ends of this array
+    offsets.flush()
+    del offsets
+    with pytest.raises(IndexFormatError, match="signal_offsets"):
+        open_index(out).signal_table()
 
 
 def test_tsv_and_jsonl_give_the_same_index(tmp_path):
