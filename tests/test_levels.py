@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_kernels import Arrays, corpus_st, expected, queries_st
-from test_prune import tie_heavy_ref
+from test_kernels import Arrays, corpus_st, queries_st
+from test_prune import assert_equals_reference, tie_heavy_ref
 
 from ssr_engine.kernels import levels
 from ssr_engine.kernels import ssr as kernels
@@ -27,14 +27,7 @@ def union(arrays: Arrays, queries, k, **kw):
 
 
 def check(arrays: Arrays, queries, k, **kw):
-    off, docs, scores, matches = run(arrays, queries, k, **kw)
-    assert off.shape == (len(queries) + 1,)
-    for i, q in enumerate(queries):
-        a, b = off[i], off[i + 1]
-        exp_ids, exp_scores, exp_matches = expected(arrays.ref, q, k)
-        assert [arrays.ref.ids[d] for d in docs[a:b]] == exp_ids, (q, k)
-        assert scores[a:b].view(np.uint64).tolist() == np.array(exp_scores, dtype=np.float64).view(np.uint64).tolist()
-        assert matches[a:b].tolist() == exp_matches
+    assert_equals_reference(arrays, queries, k, run(arrays, queries, k, **kw))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -20,7 +20,12 @@ def run(arrays: Arrays, queries, k, method="maxscore", **kw):
 
 
 def check(arrays: Arrays, queries, k, **kw):
-    off, docs, scores, matches = run(arrays, queries, k, **kw)
+    assert_equals_reference(arrays, queries, k, run(arrays, queries, k, **kw))
+
+
+def assert_equals_reference(arrays: Arrays, queries, k, result) -> None:
+    """A kernel's flat (offsets, docs, scores, matches) equals the reference's top k, score bits included."""
+    off, docs, scores, matches = result
     assert off.shape == (len(queries) + 1,)
     for i, q in enumerate(queries):
         a, b = off[i], off[i + 1]
