@@ -26,7 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ssr_engine.datasets import read_text, split_lines, squash, write_collection
+from ssr_engine.datasets import qrels_fields, read_text, split_lines, squash, write_collection
 from ssr_engine.datasets.cranfield import GRADES as CRANFIELD_GRADES
 from ssr_engine.datasets.cranfield import write_cranfield
 from ssr_engine.datasets.metatool import write_metatool
@@ -73,17 +73,7 @@ def read_qrels(source: Path, name: str) -> list[tuple[str, str, int]]:
     for lineno, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
-        parts = line.split()
-        if len(parts) == 4:
-            q, d, g = parts[0], parts[2], parts[3]
-        elif len(parts) == 3:
-            q, d, g = parts
-        else:
-            raise InputError(path, lineno, f"expected 'qid 0 docid rel', got {line!r}")
-        try:
-            qrels.append((q, d, int(g)))
-        except ValueError:
-            raise InputError(path, lineno, f"relevance {g!r} is not an integer") from None
+        qrels.append(qrels_fields(path, lineno, line))
     if not qrels:
         raise InputError(path, None, "no qrels")
     return qrels

@@ -13,6 +13,15 @@ import pytest
 
 from ssr_engine.datasets.cranfield import Cranfield, load_cranfield
 
+try:  # ir_measures, a test-only peer: without it only the tests that compare with it skip (test_evaluate, test_metrics)
+    import ir_measures
+    from ir_measures import RR, R, nDCG
+except ImportError:
+    ir_measures = None
+needs_ir_measures = pytest.mark.skipif(ir_measures is None, reason="ir_measures (test-only peer) is not installed")
+IR_NAMES = {"MRR@10": RR @ 10, "R@10": R @ 10, "R@20": R @ 20, "R@100": R @ 100, "R@1000": R @ 1000,
+            "nDCG@10": nDCG @ 10} if ir_measures is not None else {}
+
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout (SSR_SHARED_DATA overrides): where present, the bundled copies
 # are compared with it; no test needs it

@@ -7,21 +7,13 @@ import random
 from pathlib import Path
 
 import pytest
+from conftest import IR_NAMES, ir_measures, needs_ir_measures
 
 from ssr_engine import build_index
 from ssr_engine.cli import main
 from ssr_engine.eval.evaluate import markdown_table, percentiles, run_evaluation
 from ssr_engine.eval.metrics import METRICS, evaluate_run
 from ssr_engine.eval.trec import read_qrels, read_run
-
-try:  # a test-only peer: without it only the tests that compare with it skip
-    import ir_measures
-    from ir_measures import RR, R, nDCG
-except ImportError:
-    ir_measures = None
-needs_ir_measures = pytest.mark.skipif(ir_measures is None, reason="ir_measures (test-only peer) is not installed")
-IR_NAMES = {"MRR@10": RR @ 10, "R@10": R @ 10, "R@20": R @ 20, "R@100": R @ 100, "R@1000": R @ 1000,
-            "nDCG@10": nDCG @ 10} if ir_measures is not None else {}
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,7 @@ import numba as nb
 import numpy as np
 
 from ..atomic import atomic_write, write_text
+from ..datasets import qrels_fields
 from ..errors import InputError, SsrError
 from ..stopwords import STOPWORDS_V1
 
@@ -641,17 +642,7 @@ def read_plants(queries_path: str | Path, qrels_path: str | Path) -> tuple[dict[
         queries[qid] = " ".join(parts[1].split())
     qrels: list[tuple[str, str, int]] = []
     for lineno, line in _lines(qrels_path):
-        parts = line.split()
-        if len(parts) == 4:
-            qid, pid, grade = parts[0], parts[2], parts[3]
-        elif len(parts) == 3:
-            qid, pid, grade = parts
-        else:
-            raise InputError(qrels_path, lineno, "expected 'qid 0 pid rel' (TREC) or 'qid<TAB>pid<TAB>rel'")
-        try:
-            g = int(grade)
-        except ValueError:
-            raise InputError(qrels_path, lineno, f"relevance {grade!r} is not an integer") from None
+        qid, pid, g = qrels_fields(qrels_path, lineno, line)
         if not pid.isdigit():
             raise InputError(qrels_path, lineno, f"passage id {pid!r} is not a non-negative integer")
         if qid not in queries:

@@ -91,6 +91,22 @@ def squash(text: str) -> str:
     return " ".join(text.split())
 
 
+def qrels_fields(path: str | os.PathLike[str], lineno: int, line: str) -> tuple[str, str, int]:
+    """(qid, docid, relevance) of a TREC `qid 0 docid rel` or a `qid docid rel` line; an InputError naming
+    path and line otherwise."""
+    parts = line.split()
+    if len(parts) == 4:
+        qid, docid, grade = parts[0], parts[2], parts[3]
+    elif len(parts) == 3:
+        qid, docid, grade = parts
+    else:
+        raise InputError(path, lineno, f"expected 'qid 0 docid rel' (TREC) or 'qid docid rel', got {line!r}")
+    try:
+        return qid, docid, int(grade)
+    except ValueError:
+        raise InputError(path, lineno, f"relevance {grade!r} is not an integer") from None
+
+
 def check_ids(kind: str, ids: list[str]) -> None:
     """Ids must be unique non-empty strings without whitespace (TSV and TREC fields)."""
     dup = [i for i, n in Counter(ids).items() if n > 1]
