@@ -38,6 +38,7 @@ from .errors import SsrError
 from .extract import Extractor, pack_values
 from .format import Index
 from .hashing import hash_mask, hash_spans
+from .kernels import levels
 from .kernels import ssr as kernels
 from .kernels.merge import merge_ranked, order_candidates, select_candidates
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
@@ -174,8 +175,9 @@ class PartsSearcher:
             raise SsrError(f"method 'maxscore' does not run on an index of {len(self.parts)} parts (a live index "
                            "with several segments or deletions) yet; use method 'ssr' (the same results, bit "
                            "for bit) or merge the segments with `ssr compact`")
-        # "union" names the heap kernel, which is what the parts run for "ssr" too (`_ssr_barred`)
         check_method(self.method, ("ssr", "union", "exhaustive") if self.scoring == "ssr" else ("bm25",))
+        # the inverted kernel of the method, as `search.Searcher` picks it: levels for ssr, the heap for union
+        self._inverted = levels.search_batch if self.method == "ssr" else kernels.search_batch
         settings = _settings(first)
         self.stopwords = StopwordList(settings["stopwords_id"], frozenset(settings["stopwords"]))
         self.cap = int(settings["cap"]) if settings.get("cap") is not None else None
@@ -292,9 +294,8 @@ class PartsSearcher:
             ix = p.index
             with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
                 if method in ("ssr", "union"):  # the inverted kernel skips deleted documents itself
-                    results.append(kernels.search_batch(ix.postings_indptr, ix.postings_docs, self.ranks[i],
-                                                        ix.n_docs, offsets, terms, weights, k, block=self.block,
-                                                        live=self.live[i]))
+                    results.append(self._inverted(ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs,
+                                                  offsets, terms, weights, k, block=self.block, live=self.live[i]))
                     continue
                 # the scan (the independent check) is asked for k + deleted and filtered after
                 kk = None if k is None else k + p.n_deleted
@@ -330,7 +331,7 @@ class PartsSearcher:
                 below = count_below(orders[i], self.bases[i], id_offsets, id_bytes, t_docs[last], self.integer)
                 bar[2][full] = below << 32  # doc_key: ranks >= below tie with the k-th or follow it
             with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
-                off, docs, scores, matches = kernels.search_batch(
+                off, docs, scores, matches = self._inverted(
                     ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs, offsets, terms, weights, k,
                     block=self.block, live=self.live[i], bar=bar)
             docs = docs + self.bases[i]

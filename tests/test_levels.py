@@ -91,3 +91,50 @@ def test_threads_agree_and_corrupt_postings_raise():
     arrays.docs[arrays.indptr[t + 1] - 1] = arrays.docs[arrays.indptr[t]]  # not ascending
     with pytest.raises(CorruptIndexData):
         run(arrays, [query] * 4, 10)
+
+
+def _ranks_before(s, m, key, bar):
+    """Whether (s, m, key) ranks strictly before the full key `bar` (score desc, matches desc, key asc)."""
+    bs, bm, bk = bar
+    return s > bs or (s == bs and (m > bm or (m == bm and key < bk)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(20, 400), st.integers(3, 15), st.integers(0, 10_000), st.integers(1, 500),
+       st.sampled_from([1, 7, 1 << 14]), st.sampled_from([1, 16, 4096]), st.booleans(), st.sampled_from([1, 2]))
+def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, seed, k, block, buffer, deletions,
+                                                              threads):
+    """levels (and the heap union it falls back to past MAX_TERMS terms) with a bar == without it, filtered
+    by the bar: bars on a tie of score and matches (the id decides), at keys past every id, between
+    levels, above every level, or none; heavy ties, deleted documents, buffer cuts."""
+    from ssr_engine.kernels.topk import doc_key
+
+    arrays = Arrays(tie_heavy_ref(n_docs, n_words, seed))
+    rng = np.random.default_rng(seed + 7)
+    live = rng.random(n_docs) < 0.8 if deletions else None
+    queries = [" ".join(f"t{w}" for w in rng.choice(n_words, size=rng.integers(1, n_words + 1), replace=False))
+               for _ in range(12)]
+    off, d, s, m = union(arrays, queries, None, live=live)  # every live candidate in rank order
+    keys = [doc_key(int(arrays.doc_rank[x]), int(x)) for x in d.tolist()]
+    nq = len(queries)
+    bar = (np.full(nq, -np.inf), np.zeros(nq, dtype=np.int32), np.zeros(nq, dtype=np.int64))
+    for q in range(nq):
+        kind = rng.integers(5)
+        if off[q + 1] == off[q] or kind == 0:
+            continue  # no bar
+        r = int(rng.integers(off[q], off[q + 1]))
+        bar[0][q], bar[1][q], bar[2][q] = s[r], m[r], keys[r]
+        if kind == 2:
+            bar[2][q] = np.iinfo(np.int64).max  # every tie on score and matches enters
+        elif kind == 3:
+            bar[0][q] = np.nextafter(s[r], np.inf)  # between two levels: no tie level
+        elif kind == 4:
+            bar[0][q] = np.inf  # nothing can enter
+    got = run(arrays, queries, k, bar=bar, live=live, block=block, buffer=buffer, n_chunks=threads)
+    for q in range(nq):
+        b = (bar[0][q], bar[1][q], bar[2][q])
+        want = [i for i in range(off[q], off[q + 1]) if _ranks_before(s[i], m[i], keys[i], b)][:k]
+        a, z = got[0][q], got[0][q + 1]
+        assert got[1][a:z].tolist() == d[want].tolist()
+        assert got[2][a:z].tobytes() == s[want].tobytes()
+        assert got[3][a:z].tolist() == m[want].tolist()

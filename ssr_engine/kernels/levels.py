@@ -27,7 +27,7 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
-from .ssr import DEFAULT_BLOCK, _search_one
+from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one
 from .topk import check_key_range, compact_failed, doc_key
 
 # 2**12 masks per query: tabling and sorting them costs ~tens of microseconds at 12 terms, far
@@ -111,11 +111,12 @@ def _cut(bd, bl, bk, nb_, bar, keep_tied, doc_rank):
 @nb.njit(cache=True, nogil=True)
 def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, block, cap, live,
                 mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop, hist, buf,
-                base, res_d, res_s, res_m):
+                base, res_d, res_s, res_m, bar_s, bar_m, bar_k):
     """One query of 1..MAX_TERMS terms, cap >= 1; results best first in res_*[base:base + cap].
 
     mask uint16[block] must be zero and is left zero. buf = (docs int64, levels int32, keys
-    int64) of equal length >= 4 cap. Returns the result count, or -1 for corrupt postings.
+    int64) of equal length >= 4 cap. bar_s/bar_m/bar_k: the caller's bar (`ssr._search_one`);
+    empty: none. Returns the result count, or -1 for corrupt postings.
     """
     bd, bl, bk = buf
     a = q_offsets[q]
@@ -123,6 +124,25 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
     nl = _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop)
     hist[:nl] = 0
     bar = nl - 1
+    tie = -1  # the level equal to the caller's bar on (score, matches): only keys below bar_k enter
+    tie_key = np.int64(0)
+    if bar_s.shape[0]:
+        # levels run by (score, matches) desc: the first one not strictly before the caller's bar
+        lo_, hi_ = 0, nl
+        while lo_ < hi_:
+            mid = (lo_ + hi_) >> 1
+            if lvl_score[mid] > bar_s[q] or (lvl_score[mid] == bar_s[q] and lvl_pop[mid] > bar_m[q]):
+                lo_ = mid + 1
+            else:
+                hi_ = mid
+        if lo_ < nl and lvl_score[lo_] == bar_s[q] and lvl_pop[lo_] == bar_m[q]:
+            tie = lo_
+            tie_key = bar_k[q]
+            bar = lo_
+        else:
+            bar = lo_ - 1
+        if bar < 0:
+            return 0  # k documents elsewhere beat every document this query could find here
     cum = 0  # buffered documents at levels <= bar
     nbuf = 0
     for j in range(m):
@@ -171,6 +191,8 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
             mask[x] = 0
             if lv > bar or (live.shape[0] != 0 and not live[lo + x]):
                 continue
+            if lv == tie and doc_key(doc_rank[lo + x], lo + x) >= tie_key:
+                continue
             if nbuf == bd.shape[0]:
                 # cut to the bar: at most cap entries stay, and the buffer holds >= 4 cap (see _BUFFER)
                 nbuf = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
@@ -200,7 +222,7 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
 
 @nb.njit(cache=True, parallel=True)
 def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block, n_chunks, live,
-                  buffer):
+                  buffer, bar_s, bar_m, bar_k):
     nq = q_offsets.shape[0] - 1
     caps_off = region_offsets(q_offsets, q_terms, indptr, k)
     longest = 1
@@ -230,9 +252,6 @@ def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
         buf = (np.empty(size0, np.int64), np.empty(size0, np.int32), np.empty(size0, np.int64))
         acc = np.zeros(heap_width, dtype=np.float64)
         cnt = np.zeros(heap_width, dtype=np.int32)
-        no_bar_s = np.zeros(0, dtype=np.float64)  # ssr._search_one's bar (live segments): empty = none
-        no_bar_m = np.zeros(0, dtype=np.int32)
-        no_bar_k = np.zeros(0, dtype=np.int64)
         for q in range(c, nq, n_chunks):
             base = caps_off[q]
             cap = caps_off[q + 1] - base
@@ -242,22 +261,24 @@ def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
             if k > 0 and m <= MAX_TERMS:
                 sizes[q] = _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width,
                                             cap, live, mask, touched, cur, end, last, score, pop, level, lvl_score,
-                                            lvl_pop, hist, buf, base, res_d, res_s, res_m)
+                                            lvl_pop, hist, buf, base, res_d, res_s, res_m, bar_s, bar_m, bar_k)
             else:
                 sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
                                        acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live,
-                                       no_bar_s, no_bar_m, no_bar_k)
+                                       bar_s, bar_m, bar_k)
             if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
                 break
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,
-                 n_chunks=None, live=None, buffer=_BUFFER):
+                 n_chunks=None, live=None, buffer=_BUFFER, bar=None):
     """Exact top-k of every query, as `ssr.search_batch` (same arguments, same results bit for bit).
 
     indptr int64[V + 1], docs uint32[P] (ascending per term), doc_rank uint32[N]; q_terms: distinct
     term ids per query in ascending weight order; `live`: bool or uint8[N] (None: every document).
+    `bar`: as `ssr.search_batch`'s, per query the full key a document must rank strictly before
+    (a live index's other segments); with it, the results are those without it that beat the bar.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
     if n_chunks is None:
@@ -268,7 +289,7 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
                               np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64),
                               np.int64(cap_k(k, n_docs)), np.int64(max(1, block)), np.int64(max(1, min(n_chunks, nq))),
                               np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8),
-                              np.int64(max(1, buffer)))
+                              np.int64(max(1, buffer)), *_bar_arrays(bar, nq))
     if bad:
         raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
                                "id >= N")
