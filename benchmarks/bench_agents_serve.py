@@ -37,9 +37,10 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ssr_engine.agents.cards import AgentCard, write_cards  # noqa: E402
+from ssr_engine.agents.cards import AgentCard  # noqa: E402
 from ssr_engine.agents.discovery import build_registry  # noqa: E402
 from ssr_engine.agents.live import LiveRegistry  # noqa: E402
+from ssr_engine.agents.sources import write_cards  # noqa: E402
 from ssr_engine.datagen.cards import iter_registry, make_queries  # noqa: E402
 
 TOKEN = "bench-token"

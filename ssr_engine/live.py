@@ -59,6 +59,10 @@ ID_TABLE = ("hash", "doc", "offsets", "bytes")
 ID_DTYPES = {"hash": np.uint64, "doc": np.uint32, "offsets": np.int64, "bytes": np.uint8}
 
 
+class StaleCommit(SsrError):
+    """`LiveIndex.add(expect_generation=N)` found a newer commit than N: nothing was written."""
+
+
 def id_table_file(name: str) -> str:
     return f"live-ids.{name}.npy"
 
@@ -486,13 +490,17 @@ class LiveIndex:
 
     def add(self, docs: Iterable[Any] | None = None, *, collection: str | os.PathLike[str] | None = None,
             fmt: str = "auto", upsert: bool = False, skip_bad_lines: bool = False,
-            extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None) -> dict[str, Any]:
+            extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None,
+            expect_generation: int | None = None) -> dict[str, Any]:
         """Add documents: `docs` ((id, text) pairs or dicts) or a `collection` file (TSV or JSONL).
 
         An id that is live in the index is an error (nothing is written) unless `upsert`, which
         deletes the old document in the same commit. `extra_files` (name -> (path, format id)) are
         moved into the new segment and registered in its manifest, as `build_index` does (an agent
-        registry's card store for the added cards). Returns {"added", "replaced", "segment", "generation"}.
+        registry's card store for the added cards). `expect_generation`: write only if the index is
+        still at that commit (checked under the writer lock), else raise `StaleCommit`: a caller that
+        re-adds documents it read earlier (an agent registry's merges) never undoes a newer write.
+        Returns {"added", "replaced", "segment", "generation"}.
         """
         if (docs is None) == (collection is None):
             raise SsrError("add: give documents or a collection file (one of them)")
@@ -503,6 +511,9 @@ class LiveIndex:
         with IndexWriter(self.root, append=True) as writer:
             snap = self._snapshot()
             try:
+                if expect_generation is not None and snap.generation != expect_generation:
+                    raise StaleCommit(f"{self.root}: changed since generation {expect_generation} "
+                                      f"(now {snap.generation}); nothing written")
                 staged, manifest = _build_segment(writer, snap.indexes[0].manifest, source, fmt,
                                                   skip_bad_lines, self.chunk_docs, self.workers, self.quiet,
                                                   extra_files)
@@ -518,7 +529,7 @@ class LiveIndex:
                     raise InputError(label, None, f"document id {new_ids[pos].as_py()!r} (document "
                                      f"{pos + 1} of the input) is already in the index; use --upsert to "
                                      f"replace it ({replaced} ids in all)")
-                refs = self._with_deletions(writer, snap, hits)
+                refs = self._with_deletions(writer, snap, hits, adding=True)
                 refs.append((staged, new.n_docs, None, None))
                 new.close()
                 commit = _commit(writer, refs)
@@ -572,6 +583,10 @@ class LiveIndex:
             snap = self._snapshot()
             try:
                 before = len(snap.indexes)
+                extra = sorted({n for ix in snap.indexes for n in ix.manifest.extra_files})
+                if extra:  # their rows follow the documents: only their owner can carry them
+                    raise SsrError(f"{self.root}: its segments hold {', '.join(extra)}, which compaction cannot "
+                                   "carry; an agent registry compacts with `ssr compact` or LiveRegistry.compact")
                 dropped = sum(d.count for d in snap.deletions if d is not None)
                 stored = {ix.manifest.doc_store is not None for ix in snap.indexes}
                 if len(stored) > 1:  # added segments take the base's setting: a mix is not ours
@@ -619,8 +634,9 @@ class LiveIndex:
                 found |= live
         return (hits, found) if with_positions else hits
 
-    def _with_deletions(self, writer: IndexWriter, snap: Snapshot, hits: dict[int, np.ndarray]):
-        """The current segments as commit entries, with new deletion files where `hits` deletes documents."""
+    def _with_deletions(self, writer: IndexWriter, snap: Snapshot, hits: dict[int, np.ndarray], adding: bool = False):
+        """The current segments as commit entries, with new deletion files where `hits` deletes documents
+        (`adding`: a new segment follows, so every emptied segment may leave)."""
         refs = []
         generation = snap.generation + 1
         for s, (ix, d, ref) in enumerate(zip(snap.indexes, snap.deletions, snap.commit.segments, strict=True)):
@@ -629,12 +645,12 @@ class LiveIndex:
                 continue
             new = add_deletions(ix, d, hits[s])
             live = ix.n_docs - new.count
-            if live == 0 and len(snap.indexes) > 1:
+            if live == 0 and (adding or len(snap.indexes) > 1):
                 continue  # every document deleted: the segment leaves the index (the last one stays, empty)
             name = f"{DELETES_PREFIX}{generation}.npz"
             sha = write_deletes(ix.path / name, new)
             refs.append((ix.path, live, name, sha))
-        if not refs:  # every segment emptied at once: keep the first, all deleted, so the index stays openable
+        if not refs and not adding:  # every segment emptied: keep the first, all deleted, so the index stays openable
             ix, ref = snap.indexes[0], snap.commit.segments[0]
             new = add_deletions(ix, snap.deletions[0], hits.get(0, np.zeros(0, dtype=np.int64)))
             name = f"{DELETES_PREFIX}{generation}.npz"

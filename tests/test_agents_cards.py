@@ -9,18 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssr_engine import card_signals
-from ssr_engine.agents.cards import (
-    AgentCard,
-    Skill,
-    Tool,
-    capability_values,
-    card_document,
-    iter_cards,
-    parse_card,
-    read_cards,
-    write_cards,
-    write_documents,
-)
+from ssr_engine.agents.cards import AgentCard, Skill, Tool, capability_values, card_document, parse_card
+from ssr_engine.agents.sources import iter_cards, read_cards, write_cards, write_documents
 from ssr_engine.errors import InputError
 
 FULL = {

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from ssr_engine import card_signals
-from ssr_engine.agents.cards import capability_values, write_cards
+from ssr_engine.agents.cards import capability_values
 from ssr_engine.agents.discovery import CARD_STORE, Registry, build_registry, discover
+from ssr_engine.agents.sources import write_cards
 from ssr_engine.cli import main
 from ssr_engine.datagen.cards import iter_registry, make_queries
 from ssr_engine.errors import IndexFormatError, SsrError

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ssr_engine.agents.cards import read_cards, write_cards
 from ssr_engine.agents.discovery import Registry, build_registry
 from ssr_engine.agents.live import LiveRegistry
+from ssr_engine.agents.sources import read_cards, write_cards
 from ssr_engine.cli import main
 from ssr_engine.datagen.cards import iter_registry, make_queries
 from ssr_engine.errors import IndexFormatError
@@ -193,7 +193,7 @@ def test_a_forced_rebuild_replaces_the_live_registry(tmp_path):
 _CRASH = """
 import os, sys
 import ssr_engine.live as live
-from ssr_engine.agents.cards import read_cards
+from ssr_engine.agents.sources import read_cards
 from ssr_engine.agents.live import LiveRegistry
 
 def crash(*args, **kwargs):  # the segment is staged; the process dies before the commit point is written

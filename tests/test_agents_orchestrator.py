@@ -299,7 +299,7 @@ def test_prompt_lists_the_pool_numbered_with_skills():
 
 
 def test_cli_ask_through_http_and_offline(tmp_path, server, capsys):
-    from ssr_engine.agents.cards import write_cards
+    from ssr_engine.agents.sources import write_cards
     from ssr_engine.cli import main
 
     src = tmp_path / "cards.jsonl"

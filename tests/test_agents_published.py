@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ssr_engine.agents.cards import capability_values, iter_cards, read_cards
+from ssr_engine.agents.cards import capability_values
 from ssr_engine.agents.discovery import Registry, build_registry
+from ssr_engine.agents.sources import iter_cards, read_cards
 from ssr_engine.cli import main
 from ssr_engine.errors import InputError, SsrError
 

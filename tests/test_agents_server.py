@@ -23,10 +23,10 @@ httpx = pytest.importorskip("httpx", reason="httpx is needed to test the HTTP AP
 
 import uvicorn  # noqa: E402
 
-from ssr_engine.agents.cards import read_cards, write_cards  # noqa: E402
 from ssr_engine.agents.discovery import Registry, build_registry  # noqa: E402
 from ssr_engine.agents.live import LiveRegistry  # noqa: E402
 from ssr_engine.agents.server import create_app  # noqa: E402
+from ssr_engine.agents.sources import read_cards, write_cards  # noqa: E402
 from ssr_engine.datagen.cards import iter_registry, make_queries  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "agents"
@@ -222,7 +222,8 @@ def test_mcp_over_stdio_with_the_sdk_client(tmp_path):
 
 def test_eight_readers_and_a_writer_every_answer_is_a_committed_state(tmp_path):
     cards = _build(tmp_path, n=120, seed=9)
-    registry = LiveRegistry.open(tmp_path / "reg")
+    # as `ssr agents serve` runs it: segments merged in the background (here as soon as they can)
+    registry = LiveRegistry(tmp_path / "reg", background=True, merge_quiet=0.0)
     s = Served(create_app(registry, token=TOKEN))
     queries = [q.text for q in make_queries(120, 6, 9)] + ["zip code weather"]
     extra = list(iter_registry(60, 99))
@@ -274,8 +275,12 @@ def test_eight_readers_and_a_writer_every_answer_is_a_committed_state(tmp_path):
         s.close()
     assert errors == []
     assert len(seen) > 50 and len({v for v, *_ in seen}) > 5
+    registry.close()
+    assert len(snapshots) == 31 and max(v for v, *_ in seen) <= registry.version
     refs: dict[int, Registry] = {}
     for version, q, ids, scores in seen:
+        # a version no write answered with is a merge: the cards of the last write before it
+        version = max(v for v in snapshots if v <= version)
         ref = refs.get(version)
         if ref is None:
             ref = refs[version] = Registry.from_cards(list(snapshots[version].values()))

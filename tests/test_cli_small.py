@@ -8,8 +8,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ssr_engine.agents.cards import iter_cards
 from ssr_engine.agents.discovery import Registry
+from ssr_engine.agents.sources import iter_cards
 from ssr_engine.cli import main
 from ssr_engine.extract import Extractor, pack_values
 from ssr_engine.signals import signals

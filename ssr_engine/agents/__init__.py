@@ -7,9 +7,10 @@ Modules, one job each: `cards` (read, validate, write cards), `discovery` (the p
 
 from __future__ import annotations
 
-from .cards import AgentCard, capability_values, read_cards
+from .cards import AgentCard, capability_values
 from .discovery import Pool, Registry, build_registry, discover
 from .orchestrator import STATUSES, Outcome, orchestrate, outcome_counts
+from .sources import read_cards
 
 __all__ = [
     "AgentCard",

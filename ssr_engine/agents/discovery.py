@@ -23,7 +23,8 @@ from typing import Any
 from ..errors import IndexFormatError, InputError, SsrError
 from ..format import CARD_STORE, CARD_STORE_FORMAT
 from ..retrieval import Retriever, SearchResult, check_k
-from .cards import AgentCard, capability_values, card_document, iter_cards, parse_card, unique_cards
+from .cards import AgentCard, capability_values, card_document, parse_card
+from .sources import iter_cards, unique_cards
 
 CARD_CACHE = 4096  # parsed cards kept per store
 
@@ -95,6 +96,12 @@ class CardStore:
         if row is None:
             raise IndexFormatError(f"{self.path}: no card {card_id!r} (card store and index disagree)")
         return str(self._json[row].as_py())
+
+    def texts(self, rows: Sequence[int]) -> list[str]:
+        """The published JSON texts of rows (= the segment's documents), in one column read."""
+        import pyarrow as pa
+
+        return [str(t) for t in self._json.take(pa.array(rows, type=pa.int64())).to_pylist()]
 
     def get(self, card_id: str) -> AgentCard:
         card = self._cache.get(card_id)

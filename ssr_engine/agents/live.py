@@ -8,8 +8,12 @@ cards of that segment's documents (row = document), registered in the segment's 
   (`LiveIndex.add(..., upsert=True, extra_files=...)`), and older versions of the same ids are
   deleted in the same commit;
 - `delete_many`: `LiveIndex.delete`, a new deletion file per touched segment;
-- when there are more than `MAX_SEGMENTS` segments, the smallest are merged by adding their live
-  cards again as one segment (`upsert` deletes the old copies; an emptied segment leaves the commit).
+- merges (`merge_plan`: tiered by size, capped at `MAX_SEGMENTS`) add the live cards of small
+  segments again as one segment (`upsert` deletes the old copies; an emptied segment leaves the
+  commit), on top of the commit they were read from only (`expect_generation`). A server merges in
+  the background (`background=True`) once writes pause, so a write's own commit and its visibility
+  never wait for a merge it caused; otherwise the write merges before it returns;
+- `compact`: every live card added again as one segment (what `ssr compact` runs on a registry).
 
 Rankings are those of a fresh build over the live cards, bit for bit: `parts.PartsSearcher` scores
 every segment with the global N and df of the live documents (DESIGN.md sections 2 and 3). A crash
@@ -24,10 +28,12 @@ segment (segments are immutable).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,10 +41,13 @@ import numpy as np
 from ..errors import IndexFormatError, SsrError
 from ..format import CARD_STORE, CARD_STORE_FORMAT
 from ..retrieval import check_k
-from .cards import AgentCard, unique_cards
+from .cards import AgentCard
 from .discovery import CardStore, Pool, build_error, write_documents_and_store
+from .sources import unique_cards
 
-MAX_SEGMENTS = 4  # more than this after a write: the smallest segments are merged into one
+MERGE_AT = 4  # a size tier holding this many segments is merged (`merge_plan`)
+MAX_SEGMENTS = 8  # more than this: the smallest are merged now (each segment costs every search ~0.1 ms)
+MERGE_QUIET = 0.2  # seconds without a write before a background merge starts
 LOCK_WAIT = 30.0  # seconds a write waits for another writer (the index's lock is never waited for by itself)
 
 
@@ -106,7 +115,14 @@ class View:
             seg = np.searchsorted(self.bases, r.docs, side="right") - 1
             stores = [self.stores[s] for s in seg.tolist()]
             cards = [st.get(i) for st, i in zip(stores, ids, strict=True)] if with_cards else []
-            texts = [st.text(i) for st, i in zip(stores, ids, strict=True)] if with_texts else None
+            texts = None
+            if with_texts:  # one column read per segment, by row (= the segment's document)
+                rows = (r.docs - self.bases[seg]).tolist()
+                texts = [""] * len(ids)
+                for s in np.unique(seg).tolist():
+                    at = np.flatnonzero(seg == s).tolist()
+                    for i, text in zip(at, self.stores[s].texts([rows[i] for i in at]), strict=True):
+                        texts[i] = text
             pools.append(Pool(q, k, ids, r.scores.tolist(), r.matches.tolist(), cards, self.version, texts))
         return pools
 
@@ -126,11 +142,16 @@ class LiveRegistry:
     `delete_many` write through `LiveIndex` and then show their commit. Thread-safe: writes and view
     swaps take one lock; a reader takes the view once (`view()`) and sees one commit throughout."""
 
-    def __init__(self, path: str | os.PathLike[str], max_segments: int = MAX_SEGMENTS):
+    def __init__(self, path: str | os.PathLike[str], max_segments: int = MAX_SEGMENTS, merge_at: int = MERGE_AT,
+                 background: bool = False, merge_quiet: float = MERGE_QUIET):
         from ..format import resolve_index
 
         self.path = resolve_index(path)
-        self.max_segments = max_segments
+        self.max_segments, self.merge_at = max_segments, merge_at
+        self.background, self.merge_quiet = background, merge_quiet
+        self._merger: threading.Thread | None = None
+        self._merging = self._closing = False
+        self._last_write = 0.0
         self._lock = threading.RLock()
         self._stores: dict[tuple[str, str], CardStore] = {}
         self._integer: dict[tuple[str, str | None], bool] = {}  # (segment, deletion file sha) -> live ids all integers
@@ -139,8 +160,8 @@ class LiveRegistry:
         self._retired: View | None = None
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> LiveRegistry:
-        return cls(path)
+    def open(cls, path: str | os.PathLike[str], background: bool = False) -> LiveRegistry:
+        return cls(path, background=background)
 
     # ------------------------------------------------------------------ reading
 
@@ -202,6 +223,9 @@ class LiveRegistry:
             return True
 
     def close(self) -> None:
+        """Finish a running merge, then close the views."""
+        self._closing = True
+        self.wait_merges()
         with self._lock:
             for v in (self._retired, self._view):
                 if v is not None:
@@ -211,23 +235,29 @@ class LiveRegistry:
     def _open_view(self, reuse: View | None = None) -> View:
         from ..live import open_snapshot
         from ..parts import PartsSearcher, live_ids_are_integers
+        from ..retrieval import open_retriever
 
         snap = open_snapshot(self.path, reuse=None if reuse is None else reuse.snapshot)
         try:
             stores = [self._store(ix, ref.name, ref.manifest_sha256)
                       for ix, ref in zip(snap.indexes, snap.commit.segments, strict=True)]
-            parts = snap.parts()
-            # the id order (integers or strings) of the live cards, remembered per segment and
-            # deletion file: recounting 100,000 ids on every write would cost more than the write
-            integer = True
-            for part, ref in zip(parts, snap.commit.segments, strict=True):
-                key = (ref.name, ref.deletes_sha256)
-                if key not in self._integer:
-                    self._integer[key] = live_ids_are_integers([part])
-                integer = integer and self._integer[key]
             keys = {(ref.name, ref.deletes_sha256) for ref in snap.commit.segments}
             self._integer = {key: v for key, v in self._integer.items() if key in keys}
-            searcher = PartsSearcher(parts, integer=integer)
+            searcher: Any
+            if snap.plain:  # one segment, nothing deleted: its own searcher (SSR: the levels kernel, faster)
+                ix = snap.indexes[0]
+                searcher = open_retriever(ix, "bm25" if ix.scoring == "bm25" else "ssr")
+            else:
+                parts = snap.parts()
+                # the id order (integers or strings) of the live cards, remembered per segment and
+                # deletion file: recounting 100,000 ids on every write would cost more than the write
+                integer = True
+                for part, ref in zip(parts, snap.commit.segments, strict=True):
+                    key = (ref.name, ref.deletes_sha256)
+                    if key not in self._integer:
+                        self._integer[key] = live_ids_are_integers([part])
+                    integer = integer and self._integer[key]
+                searcher = PartsSearcher(parts, integer=integer)
         except BaseException:
             snap.close()
             raise
@@ -258,17 +288,16 @@ class LiveRegistry:
         return self.put_many([card])["replaced"] > 0
 
     def put_many(self, cards: Iterable[AgentCard], on_duplicate: str = "keep-last") -> dict[str, Any]:
-        """Add or replace cards in one commit (and one more when segments are merged); returns
-        {"added", "replaced", "version"}, the version this registry shows now."""
+        """Add or replace cards in one commit, shown before returning; returns {"added", "replaced",
+        "version"}, the version this registry shows now. Segments are merged after (`merge`)."""
         cards = list(unique_cards(cards, on_duplicate))
         if not cards:
             return {"added": 0, "replaced": 0, "version": self.version}
         with self._lock:
             report = self._add(cards)
-            self._maybe_merge()
             self.refresh()
-            return {"added": len(cards) - report["replaced"], "replaced": report["replaced"],
-                    "version": self.version}
+            self._after_write()
+            return {"added": len(cards) - report["replaced"], "replaced": report["replaced"], "version": self.version}
 
     def delete(self, card_id: str) -> bool:
         """Remove the card with this id; False (nothing written) when there is none."""
@@ -282,6 +311,8 @@ class LiveRegistry:
             card_ids = list(card_ids)
             report = _waiting(lambda: self._live_index().delete(card_ids))
             self.refresh()
+            if report["deleted"]:
+                self._after_write()
             return {"deleted": report["deleted"], "unknown": report["unknown"], "unknown_ids": report["unknown_ids"],
                     "version": self.version}
 
@@ -292,8 +323,9 @@ class LiveRegistry:
             self._writer = LiveIndex(self.path, workers=1)
         return self._writer
 
-    def _add(self, cards: list[AgentCard]) -> dict[str, Any]:
-        """One segment of `cards` (documents and card store), older versions deleted, one commit."""
+    def _add(self, cards: list[AgentCard], expect: int | None = None, wait: float = LOCK_WAIT) -> dict[str, Any]:
+        """One segment of `cards` (documents and card store), older versions deleted, one commit
+        (`expect`: only on top of that generation, else `live.StaleCommit`)."""
         from ..generations import scratch_dir
 
         with scratch_dir(self.path.parent, f".{self.path.name}.agents-") as work:
@@ -301,34 +333,141 @@ class LiveRegistry:
             write_documents_and_store(cards, docs, store)
             try:
                 return _waiting(lambda: self._live_index().add(
-                    collection=docs, fmt="jsonl-any-id", upsert=True,
-                    extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}))
+                    collection=docs, fmt="jsonl-any-id", upsert=True, expect_generation=expect,
+                    extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}), wait)
             except SsrError as exc:
                 told = build_error(exc, docs, [c.source for c in cards])
                 if told is exc:
                     raise
                 raise told from exc
 
-    def _maybe_merge(self) -> None:
-        """More than `max_segments` segments: add the live cards of the smallest again as one segment
-        (the add deletes their old copies, and emptied segments leave the commit)."""
-        from ..generations import read_commit
+    def compact(self, attempts: int = 5) -> dict[str, Any]:
+        """Every live card added again as one segment, in one commit: deleted cards dropped, each card
+        store carried (what `ssr compact` runs on a registry; `LiveIndex.compact` knows no card stores).
+        Returns {"segments_before", "documents", "dropped", "generation"}."""
+        from ..live import StaleCommit
 
-        commit = read_commit(self.path)
-        if commit is None or len(commit.segments) <= self.max_segments:
-            return
-        live = [ref.documents for ref in commit.segments]
-        n = len(live)
-        smallest = sorted(range(n), key=lambda s: (live[s], -s))[: n - self.max_segments // 2]
-        view = self._open_view(self._view)  # not shown: readers go from the last view to the merged one
+        for _ in range(attempts):  # another process wrote meanwhile: read its commit and compact that
+            with self._lock:
+                self.refresh()
+                view = self._view
+                before = len(view.stores)
+                dropped = int(view.bases[-1]) - len(view)
+                if before > 1 or dropped:
+                    cards = [view.stores[s].get(cid) for s, cid in view.live_ids()]
+                    if not cards:
+                        raise SsrError(f"{self.path}: every card is deleted; nothing to compact into "
+                                       "(add cards first)")
+                    try:
+                        self._add(cards, expect=view.version)
+                    except StaleCommit:
+                        continue
+                    self.refresh()
+                return {"segments_before": before, "documents": len(self), "dropped": dropped,
+                        "generation": self.version}
+        raise SsrError(f"{self.path}: other writers kept committing; compaction not done, try again")
+
+    def warm_up(self) -> None:
+        """Pay a process's first-write costs now (imports, compiled kernels loaded, the id tables of
+        segments built by `ssr agents build`): a throwaway registry in a scratch folder takes a put, a
+        replace and a delete, and this registry a delete of nothing (no commit)."""
+        from ..generations import scratch_dir
+        from .discovery import build_registry
+
+        with scratch_dir(self.path.parent, f".{self.path.name}.warm-") as work:
+            cards = [AgentCard(id=f"warm {i}", name=f"warm up {i}", description="warm up the write path")
+                     for i in range(3)]
+            build_registry(cards[:2], work / "reg", scoring=self.scoring)
+            reg = LiveRegistry(work / "reg", max_segments=1)
+            try:
+                reg.put_many(cards[1:])
+                reg.delete(cards[0].id)
+                reg.discover("warm up", 2)
+            finally:
+                reg.close()
+        with self._lock:
+            _waiting(lambda: self._live_index().delete([]))
+
+    # ------------------------------------------------------------------ merging
+
+    def _after_write(self) -> None:
+        """After a write (under the lock): merge now, or wake the background merger."""
+        self._last_write = time.monotonic()
+        if not self.background:
+            while self.merge_once():
+                pass
+        elif not self._merging and self._plan():
+            self._merging = True
+            self._merger = threading.Thread(target=self._merge_loop, name="ssr-registry-merge", daemon=True)
+            self._merger.start()
+
+    def _plan(self) -> list[int]:
+        return merge_plan([ref.documents for ref in self._view.snapshot.commit.segments], self.merge_at,
+                          self.max_segments)
+
+    def merge_once(self) -> bool:
+        """One merge of the current plan (`merge_plan`): the planned segments' live cards added again
+        as one segment, on top of the commit they were read from (`expect_generation`: a write of
+        another process meanwhile is never undone; the merge is then planned again). True when a merge
+        was committed."""
+        from ..live import StaleCommit
+
+        with self._lock:
+            self.refresh()
+            plan = self._plan()
+            if not plan:
+                return False
+            view = self._view
+            cards = [view.stores[s].get(cid) for s, cid in view.live_ids(plan)]
+            try:
+                self._add(cards, expect=view.version, wait=0.0 if self.background else LOCK_WAIT)
+            except StaleCommit:
+                return False
+            self.refresh()
+            return True
+
+    def _merge_loop(self) -> None:
+        """The background merger: merges while there is a plan, each once writes have paused for
+        `merge_quiet` seconds (or at once past `max_segments`), then ends (the next write restarts it)."""
         try:
-            if view.version != commit.generation:
-                return  # another writer committed meanwhile: leave the merge to the next write
-            cards = [view.stores[s].get(cid) for s, cid in view.live_ids(smallest)]
+            while not self._closing:
+                with self._lock:
+                    plan = self._plan()
+                    if not plan:
+                        return
+                    wait = self._last_write + self.merge_quiet - time.monotonic()
+                    if wait <= 0 or len(self._view.stores) > self.max_segments:
+                        wait = 0.0 if self.merge_once() else self.merge_quiet
+                time.sleep(max(wait, 0.0))
+        except SsrError as exc:  # another writer busy, disk full...: the next write tries again
+            print(f"ssr: registry merge postponed: {exc}", file=sys.stderr)
         finally:
-            view.close()
-        if cards:
-            self._add(cards)
+            with self._lock:
+                self._merging = False
+
+    def wait_merges(self) -> None:
+        """Wait for the background merger to finish (tests, shutdown)."""
+        merger = self._merger
+        if merger is not None:
+            merger.join()
+
+
+def merge_plan(live: Sequence[int], merge_at: int = MERGE_AT, max_segments: int = MAX_SEGMENTS) -> list[int]:
+    """Which segments to merge, by their live card counts (positions; [] for none).
+
+    Tiered: a segment's tier is the number of decimal digits of its live count, and the lowest tier
+    holding `merge_at` segments is merged with every smaller segment, so a card is re-added about once
+    per tier (not once per write) and a merge stays about the size of its tier. More than
+    `max_segments` segments (searches slow down with each): the smallest are merged down to the cap.
+    """
+    tier = [len(str(max(int(n), 1))) for n in live]
+    for t in sorted(set(tier)):
+        if tier.count(t) >= merge_at:
+            return [s for s in range(len(live)) if tier[s] <= t]
+    if len(live) > max_segments:
+        by_size = sorted(range(len(live)), key=lambda s: (live[s], -s))
+        return sorted(by_size[: len(live) - max_segments + 1])
+    return []
 
 
 def _waiting(write: Any, wait: float = LOCK_WAIT) -> dict[str, Any]:
@@ -343,6 +482,23 @@ def _waiting(write: Any, wait: float = LOCK_WAIT) -> dict[str, Any]:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
+
+
+def is_registry(index_dir: str | os.PathLike[str]) -> bool:
+    """Whether the newest commit at `index_dir` is an agent registry (its segments hold card stores;
+    False for anything else, a missing or broken index included)."""
+    from ..format import read_manifest
+    from ..generations import read_commit
+
+    root = Path(index_dir)
+    try:
+        commit = read_commit(root)
+        if commit is None or not commit.segments:
+            return False
+        ref = commit.segments[0]
+        return CARD_STORE in read_manifest(root / ref.name, ref.manifest_sha256).extra_files
+    except IndexFormatError:  # not an index, or a broken one: the caller's own open says why
+        return False
 
 
 def open_registry(index_dir: str | os.PathLike[str]) -> LiveRegistry:

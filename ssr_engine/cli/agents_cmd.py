@@ -185,8 +185,8 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from ..agents.cards import read_cards
     from ..agents.live import open_registry
+    from ..agents.sources import read_cards
 
     registry = open_registry(args.index)
     cards = read_cards(args.cards, args.on_duplicate)
@@ -241,7 +241,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..agents.cards import write_cards, write_jsonl
+    from ..agents.sources import write_cards, write_jsonl
     from ..datagen.cards import iter_registry, make_queries
 
     out = Path(args.out)

@@ -18,9 +18,17 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
+    from ..agents.live import LiveRegistry, is_registry
     from ..live import LiveIndex
 
-    report = LiveIndex(args.index, quiet=args.quiet, workers=args.workers, chunk_docs=args.chunk_docs).compact()
+    if is_registry(args.index):  # its card stores must follow the cards: the registry compacts itself
+        registry = LiveRegistry.open(args.index)
+        try:
+            report = registry.compact()
+        finally:
+            registry.close()
+    else:
+        report = LiveIndex(args.index, quiet=args.quiet, workers=args.workers, chunk_docs=args.chunk_docs).compact()
     if args.json:
         print(json.dumps(report))
     else:

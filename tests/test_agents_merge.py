@@ -1,0 +1,150 @@
+"""Registry segment merges (tiered, in the background for a server), compaction that carries the
+card stores, and the write-path warm-up: rankings stay those of a rebuild, and a merge never
+undoes a write committed after the cards it re-adds were read."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+
+from ssr_engine.agents.cards import AgentCard
+from ssr_engine.agents.discovery import Registry, build_registry
+from ssr_engine.agents.live import LiveRegistry, is_registry, merge_plan
+from ssr_engine.cli import main
+from ssr_engine.datagen.cards import iter_registry, make_queries
+from ssr_engine.errors import SsrError
+from ssr_engine.format import CARD_STORE, verify_index
+from ssr_engine.generations import read_commit
+from ssr_engine.live import LiveIndex, StaleCommit
+
+
+def _same(a, b):
+    assert (a.ids, a.scores, a.matches) == (b.ids, b.scores, b.matches)
+
+
+def _check_rebuild(live: LiveRegistry, cards: list[AgentCard], seed: int = 0) -> None:
+    ref = Registry.from_cards(cards)
+    assert sorted(c.id for c in live.cards()) == sorted(c.id for c in cards)
+    for q in [q.text for q in make_queries(len(cards), 25, seed)] + ["weather forecast", "zzz nothing"]:
+        for k in (1, 10, None):
+            _same(live.discover(q, k, with_cards=False), ref.discover(q, k, with_cards=False))
+
+
+def test_merge_plan_is_tiered_and_capped():
+    # one tier (1-9 cards) reaching 4 segments: those merge, the big ones stay
+    assert merge_plan([100_000, 1, 3, 2]) == []
+    assert merge_plan([100_000, 1, 3, 2, 5]) == [1, 2, 3, 4]
+    # a full tier of 10-99 takes every smaller segment with it, never a larger one
+    assert merge_plan([5000, 20, 30, 1, 40, 50]) == [1, 2, 3, 4, 5]
+    # three per tier over many tiers: the cap merges the smallest down to it
+    live = [100_000, 10_000, 20_000, 1000, 2000, 100, 200, 10, 20, 1]
+    assert merge_plan(live, max_segments=8) == [7, 8, 9]
+    assert merge_plan([7, 3], max_segments=1) == [0, 1]
+    assert merge_plan([0, 1, 2, 3]) == [0, 1, 2, 3]  # an emptied segment counts as the smallest tier
+
+
+def test_background_merges_keep_rankings_and_writes_visible_at_once(tmp_path):
+    cards = list(iter_registry(120, 4))
+    build_registry(cards[:100], tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg", background=True, merge_quiet=0.05)
+    current = {c.id: c for c in cards[:100]}
+    for i, c in enumerate(cards[100:]):
+        live.put(c)
+        current[c.id] = c
+        assert c.id in live and live.discover(c.description, 200, with_cards=False).ids.count(c.id) == 1
+        if i % 3 == 2:
+            gone = sorted(current)[i]
+            assert live.delete(gone) and gone not in live
+            del current[gone]
+    live.wait_merges()
+    assert not merge_plan([ref.documents for ref in read_commit(tmp_path / "reg").segments])
+    assert verify_index(tmp_path / "reg") == []
+    _check_rebuild(live, list(current.values()))
+    live.close()
+
+
+def test_a_merge_never_undoes_another_writers_commit(tmp_path):
+    cards = list(iter_registry(40, 2))
+    build_registry(cards[:30], tmp_path / "reg")
+    mine = LiveRegistry(tmp_path / "reg", max_segments=100, merge_at=100)
+    for c in cards[30:35]:
+        mine.put(c)
+    mine.merge_at = 4
+    assert len(mine.view().stores) == 6 and mine._plan()
+    other = LiveRegistry(tmp_path / "reg", max_segments=100, merge_at=100)
+    victim = cards[31].id
+    assert other.delete(victim)
+    # the merge reads a view older than the delete (as if the delete landed between read and write)
+    stale = mine.view()
+    mine.refresh = lambda: False  # type: ignore[method-assign]
+    assert mine.view() is stale and victim in stale
+    assert mine.merge_once() is False
+    with pytest.raises(StaleCommit):
+        LiveIndex(tmp_path / "reg").add([("x", "text")], expect_generation=stale.version)
+    fresh = LiveRegistry.open(tmp_path / "reg")
+    assert victim not in fresh and len(fresh.view().stores) == 5  # its segment emptied: it left
+    del mine.refresh
+    assert mine.merge_once() is True and victim not in mine
+    _check_rebuild(mine, [c for c in cards[:35] if c.id != victim])
+
+
+def test_a_write_during_a_background_merge_waits_for_it_and_stays(tmp_path):
+    cards = list(iter_registry(60, 9))
+    build_registry(cards[:40], tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg", background=True, merge_quiet=0.0)
+    writers = [threading.Thread(target=live.put, args=(c,)) for c in cards[40:]]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    live.wait_merges()
+    _check_rebuild(live, cards)
+    live.close()
+
+
+def test_compact_carries_the_card_stores(tmp_path, capsys):
+    cards = list(iter_registry(50, 1))
+    build_registry(cards[:30], tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg", max_segments=100, merge_at=100)
+    for c in cards[30:40]:
+        live.put(c)
+    live.put_many(cards[40:])
+    live.put(dataclasses.replace(cards[3], description="replaced text for weather maps"))
+    live.delete_many([cards[0].id, cards[35].id])
+    expected = [c for c in cards if c.id not in (cards[0].id, cards[35].id, cards[3].id)]
+    expected.append(dataclasses.replace(cards[3], description="replaced text for weather maps"))
+    assert len(live.view().stores) > 2 and is_registry(tmp_path / "reg")
+    # the plain live-index compaction refuses what it cannot carry, and writes nothing
+    before = read_commit(tmp_path / "reg").generation
+    with pytest.raises(SsrError, match=CARD_STORE):
+        LiveIndex(tmp_path / "reg").compact()
+    assert read_commit(tmp_path / "reg").generation == before
+    assert main(["compact", "--index", str(tmp_path / "reg"), "--json"]) == 0
+    report = capsys.readouterr().out
+    assert '"documents": 48' in report and '"segments_before": 12' in report
+    commit = read_commit(tmp_path / "reg")
+    assert len(commit.segments) == 1 and commit.segments[0].deletes is None
+    assert (tmp_path / "reg" / commit.segments[0].name / CARD_STORE).is_file()
+    assert verify_index(tmp_path / "reg") == []
+    again = LiveRegistry.open(tmp_path / "reg")
+    _check_rebuild(again, expected, seed=1)
+    assert [c.original() for c in again.cards()] == [c.original() for c in live.cards()]
+    # compacting a compact registry writes nothing
+    assert again.compact()["generation"] == commit.generation
+    assert not is_registry(tmp_path / "nothing")
+
+
+def test_warm_up_leaves_no_trace(tmp_path):
+    cards = list(iter_registry(20, 3))
+    build_registry(cards, tmp_path / "reg")
+    live = LiveRegistry.open(tmp_path / "reg")
+    before = read_commit(tmp_path / "reg")
+    live.warm_up()
+    assert read_commit(tmp_path / "reg") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reg"]
+    # the build's segment got its id table (a derived file) so the first write does not pay for it
+    assert list((tmp_path / "reg" / before.segments[0].name).glob("live-ids.*.npy"))
+    assert verify_index(tmp_path / "reg") == []
+    _check_rebuild(live, cards)
