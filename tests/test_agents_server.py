@@ -48,6 +48,9 @@ class Served:
             time.sleep(0.01)
         port = self.server.servers[0].sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
+        # the first search may compile a kernel (after a source change: tens of seconds on a loaded
+        # machine), longer than a client's timeout; `ssr agents serve` pays it in `warm_up`
+        httpx.post(self.url + "/discover", json={"query": "warm up", "k": 1}, timeout=600)
 
     def close(self):
         self.server.should_exit = True

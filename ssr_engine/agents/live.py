@@ -367,13 +367,17 @@ class LiveRegistry:
                         "generation": self.version}
         raise SsrError(f"{self.path}: other writers kept committing; compaction not done, try again")
 
-    def warm_up(self) -> None:
-        """Pay a process's first-write costs now (imports, compiled kernels loaded, the id tables of
-        segments built by `ssr agents build`): a throwaway registry in a scratch folder takes a put, a
-        replace and a delete, and this registry a delete of nothing (no commit)."""
+    def warm_up(self, writes: bool = True) -> None:
+        """Pay a process's first-request costs now (imports, compiled kernels loaded or compiled after
+        an upgrade, the id tables of segments built by `ssr agents build`): one discovery; with
+        `writes`, a throwaway registry in a scratch folder takes a put, a replace and a delete, and
+        this registry a delete of nothing (no commit)."""
         from ..generations import scratch_dir
         from .discovery import build_registry
 
+        self.discover("warm up", 1)
+        if not writes:
+            return
         with scratch_dir(self.path.parent, f".{self.path.name}.warm-") as work:
             cards = [AgentCard(id=f"warm {i}", name=f"warm up {i}", description="warm up the write path")
                      for i in range(3)]

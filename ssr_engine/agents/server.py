@@ -400,20 +400,21 @@ def serve(
     # HTTP writes merge segments in the background: a write's visibility never waits for its merge
     registry = LiveRegistry.open(index_dir, background=not (stdio or read_only))
     if stdio:
+        registry.warm_up(writes=False)
         mcp_server = create_mcp(registry, max_k, refresh=True)
         mcp_server.run("stdio")
         return 0
     _need("uvicorn")
     import uvicorn
 
+    # else the first request pays imports and kernel loads (or compiles: seconds after an upgrade)
+    registry.warm_up(writes=not read_only)
     app = create_app(registry, token=token, read_only=read_only, max_k=max_k, max_body=max_body, host=host)
     if token is None and not read_only and host not in ("127.0.0.1", "localhost", "::1"):
         print(f"ssr: warning: serving on {host} with writes open to anyone (use --token or --read-only)",
               file=sys.stderr)
     print(f"ssr: serving {Path(index_dir)} ({len(registry)} cards) on http://{host}:{port} (MCP at /mcp)",
           file=sys.stderr)
-    if not read_only:
-        registry.warm_up()  # else the first PUT pays imports and kernel loads (seconds after an upgrade)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:
