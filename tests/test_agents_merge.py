@@ -11,7 +11,8 @@ import pytest
 
 from ssr_engine.agents.cards import AgentCard
 from ssr_engine.agents.discovery import Registry, build_registry
-from ssr_engine.agents.live import LiveRegistry, is_registry, merge_plan
+from ssr_engine.agents.live import LiveRegistry, is_registry
+from ssr_engine.agents.merges import merge_plan
 from ssr_engine.cli import main
 from ssr_engine.datagen.cards import iter_registry, make_queries
 from ssr_engine.errors import SsrError
@@ -58,7 +59,7 @@ def test_background_merges_keep_rankings_and_writes_visible_at_once(tmp_path):
             gone = sorted(current)[i]
             assert live.delete(gone) and gone not in live
             del current[gone]
-    live.wait_merges()
+    live.merges.wait()
     assert not merge_plan([ref.documents for ref in read_commit(tmp_path / "reg").segments])
     assert verify_index(tmp_path / "reg") == []
     _check_rebuild(live, list(current.values()))
@@ -99,7 +100,7 @@ def test_a_write_during_a_background_merge_waits_for_it_and_stays(tmp_path):
         t.start()
     for t in writers:
         t.join()
-    live.wait_merges()
+    live.merges.wait()
     _check_rebuild(live, cards)
     live.close()
 

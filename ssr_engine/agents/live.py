@@ -28,11 +28,9 @@ segment (segments are immutable).
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,101 +38,13 @@ import numpy as np
 
 from ..errors import IndexFormatError, SsrError
 from ..format import CARD_STORE, CARD_STORE_FORMAT
-from ..retrieval import check_k
 from .cards import AgentCard
 from .discovery import CardStore, Pool, build_error, write_documents_and_store
+from .merges import MAX_SEGMENTS, MERGE_AT, MERGE_QUIET, Merger, merge_plan
 from .sources import unique_cards
+from .view import View
 
-MERGE_AT = 4  # a size tier holding this many segments is merged (`merge_plan`)
-MAX_SEGMENTS = 8  # more than this: the smallest are merged now (each segment costs every search ~0.1 ms)
-MERGE_QUIET = 0.2  # seconds without a write before a background merge starts
 LOCK_WAIT = 30.0  # seconds a write waits for another writer (the index's lock is never waited for by itself)
-
-
-@dataclass
-class View:
-    """One commit of a registry: its snapshot (`live.Snapshot`, segments held), its searcher
-    (`parts.PartsSearcher`) and each segment's card store."""
-
-    snapshot: Any
-    searcher: Any
-    stores: list[CardStore]
-    deleted: list[np.ndarray | None]
-    bases: np.ndarray  # int64[S + 1]: the first collection-wide number of each segment
-
-    @property
-    def version(self) -> int:
-        """The commit's generation: it grows by one with every write."""
-        return int(self.snapshot.generation)
-
-    def __len__(self) -> int:
-        return int(self.searcher.n_docs)
-
-    def locate(self, card_id: str) -> tuple[int, int] | None:
-        """(segment, row) of the live card with this id, or None."""
-        for s in range(len(self.stores) - 1, -1, -1):  # newest first: a replaced card's new version
-            row, mask = self.stores[s].row(card_id), self.deleted[s]
-            if row is not None and (mask is None or not mask[row]):
-                return s, row
-        return None
-
-    def __contains__(self, card_id: object) -> bool:
-        return isinstance(card_id, str) and self.locate(card_id) is not None
-
-    def card_text(self, card_id: str) -> str:
-        """The live card's published JSON text; KeyError when there is none."""
-        where = self.locate(card_id)
-        if where is None:
-            raise KeyError(card_id)
-        return self.stores[where[0]].text(card_id)
-
-    def card(self, card_id: str) -> AgentCard:
-        where = self.locate(card_id)
-        if where is None:
-            raise KeyError(card_id)
-        return self.stores[where[0]].get(card_id)
-
-    def live_ids(self, segments: Iterable[int] | None = None) -> list[tuple[int, str]]:
-        """(segment, id) of every live card (of `segments`, default all), segment after segment in store order."""
-        out = []
-        for s in range(len(self.stores)) if segments is None else sorted(segments):
-            store, mask = self.stores[s], self.deleted[s]
-            out += [(s, cid) for r, cid in enumerate(store.ids()) if mask is None or not mask[r]]
-        return out
-
-    def discover(self, query: str, k: int | None = 20, with_cards: bool = True, with_texts: bool = False) -> Pool:
-        check_k(k)
-        return self.discover_batch([query], k, with_cards, with_texts)[0]
-
-    def discover_batch(self, queries: Sequence[str], k: int | None = 20, with_cards: bool = True,
-                       with_texts: bool = False) -> list[Pool]:
-        check_k(k)
-        pools = []
-        for q, r in zip(queries, self.searcher.search_batch(list(queries), k), strict=True):
-            ids = r.ids.tolist()
-            seg = np.searchsorted(self.bases, r.docs, side="right") - 1
-            stores = [self.stores[s] for s in seg.tolist()]
-            cards = [st.get(i) for st, i in zip(stores, ids, strict=True)] if with_cards else []
-            texts = None
-            if with_texts:  # one column read per segment, by row (= the segment's document)
-                rows = (r.docs - self.bases[seg]).tolist()
-                texts = [""] * len(ids)
-                for s in np.unique(seg).tolist():
-                    at = np.flatnonzero(seg == s).tolist()
-                    for i, text in zip(at, self.stores[s].texts([rows[i] for i in at]), strict=True):
-                        texts[i] = text
-            pools.append(Pool(q, k, ids, r.scores.tolist(), r.matches.tolist(), cards, self.version, texts))
-        return pools
-
-    def explain(self, query: str, card_id: str) -> list[tuple[str, float]]:
-        """The query's signals the card holds, with their live weights (ascending weight, ties by signal)."""
-        where = self.locate(card_id)
-        if where is None:
-            raise KeyError(card_id)
-        return self.searcher.explain(query, int(self.bases[where[0]]) + where[1])
-
-    def close(self) -> None:
-        self.snapshot.close()
 
 
 class LiveRegistry:
@@ -148,10 +58,7 @@ class LiveRegistry:
 
         self.path = resolve_index(path)
         self.max_segments, self.merge_at = max_segments, merge_at
-        self.background, self.merge_quiet = background, merge_quiet
-        self._merger: threading.Thread | None = None
-        self._merging = self._closing = False
-        self._last_write = 0.0
+        self.merges = Merger(self, background, merge_quiet)
         self._lock = threading.RLock()
         self._stores: dict[tuple[str, str], CardStore] = {}
         self._integer: dict[tuple[str, str | None], bool] = {}  # (segment, deletion file sha) -> live ids all integers
@@ -224,8 +131,8 @@ class LiveRegistry:
 
     def close(self) -> None:
         """Finish a running merge, then close the views."""
-        self._closing = True
-        self.wait_merges()
+        self.merges.closing = True
+        self.merges.wait()
         with self._lock:
             for v in (self._retired, self._view):
                 if v is not None:
@@ -296,7 +203,7 @@ class LiveRegistry:
         with self._lock:
             report = self._add(cards)
             self.refresh()
-            self._after_write()
+            self.merges.after_write()
             return {"added": len(cards) - report["replaced"], "replaced": report["replaced"], "version": self.version}
 
     def delete(self, card_id: str) -> bool:
@@ -312,7 +219,7 @@ class LiveRegistry:
             report = _waiting(lambda: self._live_index().delete(card_ids))
             self.refresh()
             if report["deleted"]:
-                self._after_write()
+                self.merges.after_write()
             return {"deleted": report["deleted"], "unknown": report["unknown"], "unknown_ids": report["unknown_ids"],
                     "version": self.version}
 
@@ -394,17 +301,6 @@ class LiveRegistry:
 
     # ------------------------------------------------------------------ merging
 
-    def _after_write(self) -> None:
-        """After a write (under the lock): merge now, or wake the background merger."""
-        self._last_write = time.monotonic()
-        if not self.background:
-            while self.merge_once():
-                pass
-        elif not self._merging and self._plan():
-            self._merging = True
-            self._merger = threading.Thread(target=self._merge_loop, name="ssr-registry-merge", daemon=True)
-            self._merger.start()
-
     def _plan(self) -> list[int]:
         return merge_plan([ref.documents for ref in self._view.snapshot.commit.segments], self.merge_at,
                           self.max_segments)
@@ -424,55 +320,11 @@ class LiveRegistry:
             view = self._view
             cards = [view.stores[s].get(cid) for s, cid in view.live_ids(plan)]
             try:
-                self._add(cards, expect=view.version, wait=0.0 if self.background else LOCK_WAIT)
+                self._add(cards, expect=view.version, wait=0.0 if self.merges.background else LOCK_WAIT)
             except StaleCommit:
                 return False
             self.refresh()
             return True
-
-    def _merge_loop(self) -> None:
-        """The background merger: merges while there is a plan, each once writes have paused for
-        `merge_quiet` seconds (or at once past `max_segments`), then ends (the next write restarts it)."""
-        try:
-            while not self._closing:
-                with self._lock:
-                    plan = self._plan()
-                    if not plan:
-                        return
-                    wait = self._last_write + self.merge_quiet - time.monotonic()
-                    if wait <= 0 or len(self._view.stores) > self.max_segments:
-                        wait = 0.0 if self.merge_once() else self.merge_quiet
-                time.sleep(max(wait, 0.0))
-        except SsrError as exc:  # another writer busy, disk full...: the next write tries again
-            print(f"ssr: registry merge postponed: {exc}", file=sys.stderr)
-        finally:
-            with self._lock:
-                self._merging = False
-
-    def wait_merges(self) -> None:
-        """Wait for the background merger to finish (tests, shutdown)."""
-        merger = self._merger
-        if merger is not None:
-            merger.join()
-
-
-def merge_plan(live: Sequence[int], merge_at: int = MERGE_AT, max_segments: int = MAX_SEGMENTS) -> list[int]:
-    """Which segments to merge, by their live card counts (positions; [] for none).
-
-    Tiered: a segment's tier is the number of decimal digits of its live count, and the lowest tier
-    holding `merge_at` segments is merged with every smaller segment, so a card is re-added about once
-    per tier (not once per write) and a merge stays about the size of its tier. More than
-    `max_segments` segments (searches slow down with each): the smallest are merged down to the cap.
-    """
-    tier = [len(str(max(int(n), 1))) for n in live]
-    for t in sorted(set(tier)):
-        if tier.count(t) >= merge_at:
-            return [s for s in range(len(live)) if tier[s] <= t]
-    if len(live) > max_segments:
-        by_size = sorted(range(len(live)), key=lambda s: (live[s], -s))
-        return sorted(by_size[: len(live) - max_segments + 1])
-    return []
-
 
 def _waiting(write: Any, wait: float = LOCK_WAIT) -> dict[str, Any]:
     """Run a `LiveIndex` write, retrying while another process holds the writer lock (up to `wait` s)."""

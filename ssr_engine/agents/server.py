@@ -28,7 +28,7 @@ import hmac
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
@@ -36,12 +36,13 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..errors import InputError, SsrError
+from .asgi import MAX_QUERY_CHARS, BodyLimit, discover_arguments, openapi_with
 from .cards import parse_card
 from .discovery import Pool
-from .live import LiveRegistry, View
+from .live import LiveRegistry
+from .view import View
 
 SERVE_EXTRA = "pip install 'ssr_engine[serve]' (fastapi, uvicorn, mcp)"
-MAX_QUERY_CHARS = 10_000
 
 
 def _need(module: str) -> None:
@@ -66,45 +67,6 @@ def pool_json(view: View, query: str, k: int, explain: bool = False) -> str:
             f'"pool": [{", ".join(entries)}]}}')
 
 
-def discover_arguments(raw: bytes, max_k: int) -> tuple[str, int, bool]:
-    """(query, k, explain) of a POST /discover body; ValueError with the message for the client."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ValueError(f"the body is not JSON ({str(exc)[:200]})") from None
-    if not isinstance(body, dict):
-        raise ValueError(f"the body must be a JSON object, got {type(body).__name__}")
-    query, k, explain = body.get("query"), body.get("k", 20), body.get("explain", False)
-    if not isinstance(query, str):
-        raise ValueError("query: a string is required")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ValueError(f"query: at most {MAX_QUERY_CHARS} characters")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= max_k:
-        raise ValueError(f"k: an integer in 1..{max_k}, got {json.dumps(k)[:40]}")
-    if not isinstance(explain, bool):
-        raise ValueError("explain: true or false")
-    return query, k, explain
-
-
-def _openapi(app: Any, path: str, model: Any) -> dict[str, Any]:
-    """FastAPI's OpenAPI document plus the plain POST `path` route, whose body is `model`."""
-    from fastapi.openapi.utils import get_openapi
-
-    if app.openapi_schema is None:
-        spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-        spec.setdefault("components", {}).setdefault("schemas", {})[model.__name__] = model.model_json_schema()
-        spec["paths"][path] = {"post": {
-            "summary": "The pool for a request",
-            "requestBody": {"required": True, "content": {"application/json": {
-                "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}},
-            "responses": {
-                "200": {"description": "`{query, k, version, pool: [{id, score, matches, card, signals?}]}` in "
-                                       "SSR order; cards as published"},
-                "400": {"description": "`{error}`: a body that is not a valid request"}}}}
-        app.openapi_schema = spec
-    return app.openapi_schema
-
-
 async def refresher(registry: LiveRegistry, interval: float) -> None:
     """Show other processes' commits: check the commit point's number every `interval` seconds."""
     while True:
@@ -115,57 +77,6 @@ async def refresher(registry: LiveRegistry, interval: float) -> None:
                 await asyncio.to_thread(registry.refresh)
         except SsrError as exc:  # a broken newer commit: keep answering from the last good one
             print(f"ssr: {exc}", file=sys.stderr)
-
-
-class _BodyLimit:
-    """ASGI middleware: a request body larger than `limit` bytes gets 413 (Content-Length or streamed)."""
-
-    def __init__(self, app: Any, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
-                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
-        if scope["type"] != "http" or scope.get("path", "").startswith("/mcp"):
-            await self.app(scope, receive, send)  # the MCP transport bounds its own bodies
-            return
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await _send_error(send, 413, f"request body larger than {self.limit} bytes")
-                return
-        seen = 0
-        refused = False
-
-        async def bounded() -> dict[str, Any]:
-            # a streamed body over the limit: answer 413 here, then tell the app the client left
-            # (FastAPI would turn an exception raised while reading into a 400)
-            nonlocal seen, refused
-            if refused:
-                return {"type": "http.disconnect"}
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    refused = True
-                    await _send_error(send, 413, f"request body larger than {self.limit} bytes")
-                    return {"type": "http.disconnect"}
-            return message
-
-        async def guarded_send(message: dict[str, Any]) -> None:
-            if not refused:
-                await send(message)
-
-        try:
-            await self.app(scope, bounded, guarded_send)
-        except Exception:
-            if not refused:
-                raise
-
-
-async def _send_error(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 def create_mcp(registry: LiveRegistry, max_k: int = 1000, refresh: bool = False) -> Any:
@@ -317,7 +228,7 @@ def create_app(
         return Response(pool_json(registry.view(), query, k, explain), media_type="application/json")
 
     app.router.routes.append(Route("/discover", discover, methods=["POST"]))
-    app.openapi = lambda: _openapi(app, "/discover", DiscoverRequest)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi_with(app, "/discover", DiscoverRequest)  # type: ignore[method-assign]
 
     @app.get("/cards/{card_id:path}", summary="One card, as published")
     async def get_card(request: Request, card_id: str) -> Response:
@@ -378,7 +289,7 @@ def create_app(
 
     if mcp_app is not None:
         app.router.routes.extend(mcp_app.routes)
-    return _BodyLimit(app, max_body)
+    return BodyLimit(app, max_body)
 
 
 def serve(

@@ -1,0 +1,87 @@
+"""When and how a live registry merges its segments: the tiered plan, and the background merger.
+
+A registry that takes many small writes gathers many small segments, and every search pays for
+each (parts are searched one after another). `merge_plan` says which to merge; `LiveRegistry.merge_once`
+does it (their live cards added again as one segment, on top of the commit they were read from).
+A `Merger` runs merges after writes: at once (a library or CLI write), or in a background thread
+once writes have paused (a server), so that a write's own commit and its visibility never wait
+for a merge it caused.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import SsrError
+
+MERGE_AT = 4  # a size tier holding this many segments is merged (`merge_plan`)
+MAX_SEGMENTS = 8  # more than this: the smallest are merged now (each segment costs every search ~0.1 ms)
+MERGE_QUIET = 0.2  # seconds without a write before a background merge starts
+
+
+def merge_plan(live: Sequence[int], merge_at: int = MERGE_AT, max_segments: int = MAX_SEGMENTS) -> list[int]:
+    """Which segments to merge, by their live card counts (positions; [] for none).
+
+    Tiered: a segment's tier is the number of decimal digits of its live count, and the lowest tier
+    holding `merge_at` segments is merged with every smaller segment, so a card is re-added about once
+    per tier (not once per write) and a merge stays about the size of its tier. More than
+    `max_segments` segments (searches slow down with each): the smallest are merged down to the cap.
+    """
+    tier = [len(str(max(int(n), 1))) for n in live]
+    for t in sorted(set(tier)):
+        if tier.count(t) >= merge_at:
+            return [s for s in range(len(live)) if tier[s] <= t]
+    if len(live) > max_segments:
+        by_size = sorted(range(len(live)), key=lambda s: (live[s], -s))
+        return sorted(by_size[: len(live) - max_segments + 1])
+    return []
+
+
+class Merger:
+    """Merges after writes for one `LiveRegistry`: inline, or (`background`) in a thread started by
+    a write that leaves a plan, once writes pause for `quiet` seconds (at once past the registry's
+    `max_segments`); the thread ends when nothing is left to merge."""
+
+    def __init__(self, registry: Any, background: bool, quiet: float):
+        self.registry, self.background, self.quiet = registry, background, quiet
+        self._thread: threading.Thread | None = None
+        self._running = self.closing = False
+        self._last_write = 0.0
+
+    def after_write(self) -> None:
+        """Called by a write, under the registry's lock."""
+        self._last_write = time.monotonic()
+        if not self.background:
+            while self.registry.merge_once():
+                pass
+        elif not self._running and self.registry._plan():
+            self._running = True
+            self._thread = threading.Thread(target=self._loop, name="ssr-registry-merge", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        reg = self.registry
+        try:
+            while not self.closing:
+                with reg._lock:
+                    if not reg._plan():
+                        return
+                    wait = self._last_write + self.quiet - time.monotonic()
+                    if wait <= 0 or len(reg.view().stores) > reg.max_segments:
+                        wait = 0.0 if reg.merge_once() else self.quiet
+                time.sleep(max(wait, 0.0))
+        except SsrError as exc:  # another writer busy, disk full...: the next write tries again
+            print(f"ssr: registry merge postponed: {exc}", file=sys.stderr)
+        finally:
+            with reg._lock:
+                self._running = False
+
+    def wait(self) -> None:
+        """Wait for the background thread to finish (tests, shutdown)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join()
