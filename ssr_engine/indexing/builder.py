@@ -156,6 +156,7 @@ def _manifest(config: BuildConfig, stats: dict[str, Any], seed: int, seeds_tried
             "chunk_docs": config.chunk_docs,
             "workers": config.workers,
             "runs": stats.pop("runs"),
+            "phase_seconds": stats.pop("phases"),
             "seconds": round(time.time() - started, 3),
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
@@ -209,6 +210,19 @@ class BuildConfig:
         return Extractor(self.stop, self.cap if ssr else None, bigrams=ssr)
 
 
+class _PhaseClock:
+    """Wall seconds of the build's phases, for the manifest (where a build's time goes)."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round(now - self._last, 3)
+        self._last = now
+
+
 class _OneShot:
     """A one-shot iterator of documents (iterable once; a hash collision cannot restart it)."""
 
@@ -236,7 +250,9 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
     label = _source_label(collection)
     ids = DocIdTable(label)
     store = DocStoreWriter(tmp) if config.store_text else None
+    clock = _PhaseClock()
     inverted = invert(collection, config, seed, run_dir, ids, store)
+    clock.lap("invert")
     runs = inverted.runs
     if inverted.n_docs == 0:
         raise InputError(label, None, "empty collection: no documents")
@@ -247,9 +263,13 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
     with tqdm(total=total_entries, desc="ssr build: merge", unit=" terms", unit_scale=True, disable=config.quiet,
               file=sys.stderr) as merge_bar:
         n_terms, n_postings = merge_runs(run_dir, tmp, runs, config.keep_tf, merge_bar.update)
+    clock.lap("merge")
     write_forward(run_dir, tmp, runs, keep_lengths=config.keep_tf)
+    clock.lap("forward")
     id_info = ids.finish(tmp)
+    clock.lap("ids")
     shutil.rmtree(run_dir)
+    clock.lap("remove_runs")
     return {
         "counts": {
             "documents": inverted.n_docs,
@@ -260,6 +280,7 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
         "ids": id_info,
         "input": _input_info(collection, config, label, inverted),
         "runs": len(runs),
+        "phases": clock.phases,
         **({"doc_store": store.close()} if store is not None else {}),
     }
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..extract import SignalBatch
 from ..hashing import hash_spans
-from ..kernels.indexing import invert_chunk, radix_argsort_u64
+from ..kernels.indexing import invert_chunk, radix_sort_u64, signal_payloads
 from ..kernels.spans import gather_spans
 
 
@@ -44,14 +44,15 @@ def write_run(
 ) -> RunInfo:
     """Invert one chunk's signals and save the run; raises HashCollision."""
     hashes = hash_spans(batch.data, batch.offsets, np.uint64(seed), mask)
-    order = radix_argsort_u64(hashes)
+    if hashes.shape[0] >= 2**32:
+        raise ValueError(f"{hashes.shape[0]} signals in one chunk: more than a run can address (lower chunk_docs)")
+    keys, payloads = radix_sort_u64(hashes, signal_payloads(batch.doc_offsets))
     per_doc = np.diff(batch.doc_offsets)
-    sig_doc = np.repeat(np.arange(per_doc.shape[0], dtype=np.int64), per_doc)
     uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local, collision = invert_chunk(
-        order, hashes, sig_doc, np.int64(first_doc), batch.data, batch.offsets, batch.counts
+        keys, payloads, np.int64(first_doc), batch.data, batch.offsets, batch.counts, keep_tf
     )
     if collision >= 0:
-        other = order[np.searchsorted(hashes[order], hashes[collision])]
+        other = uniq_rep[np.searchsorted(uniq_hash, hashes[collision])]
         raise HashCollision(batch.signal(int(other)), batch.signal(int(collision)))
     str_off, str_bytes = gather_spans(batch.data, batch.offsets, uniq_rep)
     post_off = np.zeros(uniq_df.shape[0] + 1, dtype=np.int64)

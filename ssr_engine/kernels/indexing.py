@@ -12,40 +12,57 @@ from .spans import span_equal
 
 
 @nb.njit(cache=True, nogil=True)
-def invert_chunk(order, hashes, sig_doc, first_doc, data, offsets, counts):
-    """Group a chunk's signals (sorted by hash through `order`, stable) into a run.
+def signal_payloads(doc_offsets):
+    """uint64[S]: (document within the chunk << 32) | signal index, for each of a chunk's S signals.
+
+    Sorted along with the hashes (`radix_sort_u64`), it lets `invert_chunk` read each signal's
+    document in sorted order instead of looking it up at a random place."""
+    n_docs = doc_offsets.shape[0] - 1
+    out = np.empty(doc_offsets[n_docs], dtype=np.uint64)
+    for d in range(n_docs):
+        for s in range(doc_offsets[d], doc_offsets[d + 1]):
+            out[s] = (np.uint64(d) << np.uint64(32)) | np.uint64(s)
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def invert_chunk(keys, payloads, first_doc, data, offsets, counts, keep_tf):
+    """Group a chunk's signals into a run. keys uint64[S]: the hashes sorted ascending;
+    payloads uint64[S]: `signal_payloads` sorted with them (stably).
 
     Returns (uniq_hash, uniq_df, uniq_rep (signal index of each term's string),
-    post_docs uint32 (global doc ids, grouped by term, ascending), post_tf uint32,
-    local uint32 (term index of each signal, in signal order), collision (a signal index
-    whose string differs from its group's, or -1)).
+    post_docs uint32 (global doc ids, grouped by term, ascending), post_tf uint32 (empty unless
+    `keep_tf`), local uint32 (term index of each signal, in signal order), collision (a signal
+    index whose string differs from its group's, or -1)).
     """
-    n = order.shape[0]
+    n = keys.shape[0]
     n_uniq = 0
     for j in range(n):
-        if j == 0 or hashes[order[j]] != hashes[order[j - 1]]:
+        if j == 0 or keys[j] != keys[j - 1]:
             n_uniq += 1
     uniq_hash = np.empty(n_uniq, dtype=np.uint64)
     uniq_df = np.zeros(n_uniq, dtype=np.int64)
     uniq_rep = np.empty(n_uniq, dtype=np.int64)
     post_docs = np.empty(n, dtype=np.uint32)
-    post_tf = np.empty(n, dtype=np.uint32)
+    post_tf = np.empty(n if keep_tf else 0, dtype=np.uint32)
     local = np.empty(n, dtype=np.uint32)
+    low = np.uint64(0xFFFFFFFF)
     g = -1
     collision = -1
     for j in range(n):
-        s = order[j]
-        if j == 0 or hashes[s] != hashes[order[j - 1]]:
+        s = np.int64(payloads[j] & low)
+        if j == 0 or keys[j] != keys[j - 1]:
             g += 1
-            uniq_hash[g] = hashes[s]
+            uniq_hash[g] = keys[j]
             uniq_rep[g] = s
         elif collision < 0:
             r = uniq_rep[g]
             if not span_equal(data, offsets[s], offsets[s + 1], data, offsets[r], offsets[r + 1]):
                 collision = s
         uniq_df[g] += 1
-        post_docs[j] = first_doc + sig_doc[s]
-        post_tf[j] = counts[s]
+        post_docs[j] = first_doc + np.int64(payloads[j] >> np.uint64(32))
+        if keep_tf:
+            post_tf[j] = counts[s]
         local[s] = g
     return uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local, collision
 
@@ -118,15 +135,22 @@ def forward_terms(term_map, local, doc_offsets):
 
 @nb.njit(cache=True, nogil=True)
 def radix_argsort_u64(keys):
-    """Stable argsort of uint64 keys: LSD radix sort, six passes of 11 bits.
+    """Stable argsort of uint64 keys (`radix_sort_u64` carrying the positions)."""
+    return radix_sort_u64(keys, np.arange(keys.shape[0], dtype=np.uint64))[1].astype(np.int64)
 
-    Faster than `np.argsort(kind="stable")` on a chunk's hashes (measured in RESULTS.md) and
-    it releases the GIL, so inversion threads do not wait on each other.
+
+@nb.njit(cache=True, nogil=True)
+def radix_sort_u64(keys, payloads):
+    """Stable sort of uint64 keys, each carrying a uint64 payload: (sorted keys, their payloads).
+
+    LSD radix sort, six passes of 11 bits (a pass where every key has the same digit is
+    skipped). Faster than `np.argsort(kind="stable")` on a chunk's hashes (RESULTS.md), it
+    releases the GIL so inversion threads do not wait on each other, and it hands back the keys
+    and payloads in order, so the caller reads them sequentially instead of through an argsort.
     """
     n = keys.shape[0]
-    order = np.arange(n, dtype=np.int64)
     if n < 2:
-        return order
+        return keys.copy(), payloads.copy()
     bits = 11
     passes = 6
     size = 1 << bits
@@ -137,9 +161,9 @@ def radix_argsort_u64(keys):
         for p in range(passes):
             counts[p, np.int64((k >> np.uint64(p * bits)) & mask)] += 1
     src_k = keys.copy()
-    src_o = order
+    src_o = payloads.copy()
     dst_k = np.empty(n, dtype=np.uint64)
-    dst_o = np.empty(n, dtype=np.int64)
+    dst_o = np.empty(n, dtype=np.uint64)
     for p in range(passes):
         if counts[p].max() == n:  # every key has the same digit here: nothing to move
             continue
@@ -158,4 +182,4 @@ def radix_argsort_u64(keys):
             pos[b] = j + 1
         src_k, dst_k = dst_k, src_k
         src_o, dst_o = dst_o, src_o
-    return src_o
+    return src_k, src_o
