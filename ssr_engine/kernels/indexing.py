@@ -26,14 +26,14 @@ def signal_payloads(doc_offsets):
 
 
 @nb.njit(cache=True, nogil=True)
-def invert_chunk(keys, payloads, first_doc, data, offsets, counts, keep_tf):
+def invert_chunk(keys, payloads, first_doc, counts, keep_tf):
     """Group a chunk's signals into a run. keys uint64[S]: the hashes sorted ascending;
     payloads uint64[S]: `signal_payloads` sorted with them (stably).
 
-    Returns (uniq_hash, uniq_df, uniq_rep (signal index of each term's string),
+    Returns (uniq_hash, uniq_df, uniq_rep (signal index of each term's first occurrence),
     post_docs uint32 (global doc ids, grouped by term, ascending), post_tf uint32 (empty unless
-    `keep_tf`), local uint32 (term index of each signal, in signal order), collision (a signal
-    index whose string differs from its group's, or -1)).
+    `keep_tf`), local uint32 (term index of each signal, in signal order)). Equal hashes are
+    grouped without looking at the strings: the caller checks them (`runs.write_run`).
     """
     n = keys.shape[0]
     n_uniq = 0
@@ -48,23 +48,34 @@ def invert_chunk(keys, payloads, first_doc, data, offsets, counts, keep_tf):
     local = np.empty(n, dtype=np.uint32)
     low = np.uint64(0xFFFFFFFF)
     g = -1
-    collision = -1
     for j in range(n):
         s = np.int64(payloads[j] & low)
         if j == 0 or keys[j] != keys[j - 1]:
             g += 1
             uniq_hash[g] = keys[j]
             uniq_rep[g] = s
-        elif collision < 0:
-            r = uniq_rep[g]
-            if not span_equal(data, offsets[s], offsets[s + 1], data, offsets[r], offsets[r + 1]):
-                collision = s
         uniq_df[g] += 1
         post_docs[j] = first_doc + np.int64(payloads[j] >> np.uint64(32))
         if keep_tf:
             post_tf[j] = counts[s]
         local[s] = g
-    return uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local, collision
+    return uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local
+
+
+@nb.njit(cache=True, nogil=True)
+def first_unequal(data, offsets, local, uniq_rep, str_off, str_bytes):
+    """The first signal whose string differs from its term's (a hash collision), or -1.
+
+    data/offsets: the chunk's signal strings; local uint32[S] (`invert_chunk`); str_off/str_bytes:
+    the terms' strings (those of `uniq_rep`). Walked in signal order, so the signals' bytes are
+    read sequentially; a term's first occurrence is its own string and is skipped.
+    """
+    for s in range(local.shape[0]):
+        g = local[s]
+        if uniq_rep[g] != s and not span_equal(data, offsets[s], offsets[s + 1], str_bytes, str_off[g],
+                                               str_off[g + 1]):
+            return s
+    return -1
 
 
 @nb.njit(cache=True, nogil=True)
