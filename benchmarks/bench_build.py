@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import resource
 import sys
 import time
 from pathlib import Path
@@ -38,7 +40,11 @@ def main() -> None:
            "--chunk-docs", str(args.chunk_docs)]
     if args.workers:
         cmd += ["--workers", str(args.workers)]
+    load_before = os.getloadavg()
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     m = run_measured(cmd)
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_after = os.getloadavg()
     if m.returncode != 0:
         raise SystemExit(f"build failed with status {m.returncode}")
     from ssr_engine.format import open_index
@@ -53,6 +59,10 @@ def main() -> None:
         "collection_bytes": args.collection.stat().st_size,
         "counts": manifest["counts"],
         "seconds": round(m.seconds, 1),
+        # CPU seconds of the build (user + system): less sensitive than wall time to other jobs on a shared machine
+        "cpu_seconds": round(cpu_after.ru_utime - cpu_before.ru_utime + cpu_after.ru_stime - cpu_before.ru_stime, 1),
+        "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
+        "peak_rss_at_s": round(max(m.samples, key=lambda s: s[1])[0], 1) if m.samples else None,
         "peak_rss_gib": round(m.peak_rss / GiB, 3),
         "peak_rss_anon_gib": round(m.peak_anon / GiB, 3),
         "inverted_index_gb": round(inverted / 1e9, 3),
@@ -61,12 +71,14 @@ def main() -> None:
         "build": manifest["build"],
     }
     c = manifest["counts"]
-    print("| documents | terms | postings | wall s | peak RSS GiB | peak RssAnon GiB | inverted index GB "
-          "| all files GB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| documents | terms | postings | wall s | CPU s | peak RSS GiB | peak RssAnon GiB | inverted index GB "
+          "| all files GB | load before/after |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     print(f"| {c['documents']:,} | {c['terms']:,} | {c['postings']:,} | {result['seconds']} | "
-          f"{result['peak_rss_gib']} | {result['peak_rss_anon_gib']} | {result['inverted_index_gb']} | "
-          f"{result['total_index_gb']} |")
+          f"{result['cpu_seconds']} | {result['peak_rss_gib']} | {result['peak_rss_anon_gib']} | "
+          f"{result['inverted_index_gb']} | "
+          f"{result['total_index_gb']} | {result['load_average_before_after']} |")
+    print("phases (s):", manifest["build"].get("phase_seconds"), "peak RSS at", result["peak_rss_at_s"], "s")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))

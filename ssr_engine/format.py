@@ -265,9 +265,8 @@ def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
     missing = [n for n in manifest.extra_files if n not in names]
     if missing:
         raise ValueError(f"extra files not in the segment: {missing}")
-    from dataclasses import replace
-
     from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
 
     # hashlib releases the GIL on large blocks: the files are hashed on all cores (gigabytes at 8.8M)
     by_size = sorted(names, key=lambda n: -(directory / n).stat().st_size)

@@ -262,9 +262,9 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
     total_entries = sum(r.n_terms for r in runs)
     with tqdm(total=total_entries, desc="ssr build: merge", unit=" terms", unit_scale=True, disable=config.quiet,
               file=sys.stderr) as merge_bar:
-        n_terms, n_postings = merge_runs(run_dir, tmp, runs, config.keep_tf, merge_bar.update)
+        n_terms, n_postings = merge_runs(run_dir, tmp, runs, config.keep_tf, merge_bar.update, config.workers)
     clock.lap("merge")
-    write_forward(run_dir, tmp, runs, keep_lengths=config.keep_tf)
+    write_forward(run_dir, tmp, runs, keep_lengths=config.keep_tf, workers=config.workers)
     clock.lap("forward")
     id_info = ids.finish(tmp)
     clock.lap("ids")

@@ -7,7 +7,10 @@ freed. Memory is set by the bucket size, not by the corpus.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +49,13 @@ def merge_runs(
     runs: list[RunInfo],
     keep_tf: bool,
     progress: Callable[[int], None] = lambda n: None,
+    workers: int = 1,
 ) -> tuple[int, int]:
-    """Write vocab, postings, signal strings and per-run term maps; returns (V, P)."""
+    """Write vocab, postings, signal strings and per-run term maps; returns (V, P).
+
+    Buckets are read and merged on `workers` threads (the kernels release the GIL), at most
+    `workers + 1` in memory, and appended to the outputs in order by this thread.
+    """
     total = sum(r.n_terms for r in runs)
     postings = sum(r.n_postings for r in runs)
     n_buckets = 1
@@ -60,6 +68,9 @@ def merge_runs(
         np.lib.format.open_memmap(path, mode="w+", dtype=np.uint32, shape=(run.n_terms,)).flush()
         maps.append((path, _data_offset(path)))
 
+    def merged(b: int) -> _Bucket:
+        return _merge_bucket(run_dir, runs, cuts[:, b], cuts[:, b + 1], keep_tf)
+
     vocab = ArrayWriter(out_dir, "vocab")
     indptr = ArrayWriter(out_dir, "postings_indptr")
     docs = ArrayWriter(out_dir, "postings_docs")
@@ -71,43 +82,76 @@ def merge_runs(
     n_terms = 0
     n_postings = 0
     n_bytes = 0
+    pending: deque[Future[_Bucket]] = deque()
+
+    def append(m: _Bucket) -> None:
+        nonlocal n_terms, n_postings, n_bytes
+        vocab.append(m.vocab)
+        indptr.append(n_postings + np.cumsum(m.df))
+        docs.append(m.docs)
+        if tfs is not None:
+            tfs.append(m.tf)
+        sig_off.append(n_bytes + m.str_off[1:])
+        sig_bytes.append(m.str_bytes)
+        for r, (path, offset) in enumerate(maps):
+            part = m.term_of_entry[m.entry_runs[r] : m.entry_runs[r + 1]]
+            if part.shape[0]:
+                with open(path, "r+b") as f:
+                    f.seek(offset + int(m.first_entry[r]) * 4)
+                    f.write(np.ascontiguousarray(part + np.uint32(n_terms)).data)
+        n_terms += int(m.vocab.shape[0])
+        n_postings += int(m.docs.shape[0])
+        n_bytes += int(m.str_bytes.shape[0])
+        progress(m.entries)
+
     try:
-        for b in range(n_buckets):
-            parts = _read_bucket(run_dir, runs, cuts[:, b], cuts[:, b + 1], keep_tf)
-            hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, entry_runs = parts
-            order = radix_argsort_u64(hashes)
-            v, df, rep, d, tf, term_of_entry, collision = merge_bucket(
-                order, hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, np.int64(n_terms)
-            )
-            if collision >= 0:
-                first = int(rep[int(term_of_entry[collision]) - n_terms])
-                raise HashCollision(
-                    _entry_string(str_off, str_bytes, first), _entry_string(str_off, str_bytes, collision)
-                )
-            s_off, s_bytes = gather_spans(str_bytes, str_off, rep)
-            vocab.append(v)
-            indptr.append(n_postings + np.cumsum(df))
-            docs.append(d)
-            if tfs is not None:
-                tfs.append(tf)
-            sig_off.append(n_bytes + s_off[1:])
-            sig_bytes.append(s_bytes)
-            for r, (path, offset) in enumerate(maps):
-                lo = int(cuts[r, b])
-                part = term_of_entry[entry_runs[r] : entry_runs[r + 1]]
-                if part.shape[0]:
-                    with open(path, "r+b") as f:
-                        f.seek(offset + lo * 4)
-                        f.write(np.ascontiguousarray(part).data)
-            n_terms += int(v.shape[0])
-            n_postings += int(d.shape[0])
-            n_bytes += int(s_bytes.shape[0])
-            progress(int(hashes.shape[0]))
+        with ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="ssr-merge") as pool:
+            try:
+                for b in range(n_buckets):
+                    pending.append(pool.submit(merged, b))
+                    while len(pending) >= max(workers, 2):  # bounded: memory is a few buckets
+                        append(pending.popleft().result())
+                while pending:
+                    append(pending.popleft().result())
+            finally:
+                for f in pending:
+                    f.cancel()
     finally:
         for w in (vocab, indptr, docs, tfs, sig_off, sig_bytes):
             if w is not None:
                 w.close()
     return n_terms, n_postings
+
+
+@dataclass
+class _Bucket:
+    """One merged bucket: its terms (ids from 0), postings, strings, and each entry's term."""
+
+    vocab: np.ndarray
+    df: np.ndarray
+    docs: np.ndarray
+    tf: np.ndarray
+    str_off: np.ndarray
+    str_bytes: np.ndarray
+    term_of_entry: np.ndarray
+    entry_runs: np.ndarray
+    first_entry: np.ndarray
+    entries: int
+
+
+def _merge_bucket(run_dir: Path, runs: list[RunInfo], lo: np.ndarray, hi: np.ndarray, keep_tf: bool) -> _Bucket:
+    """Read one bucket from every run and merge it; raises HashCollision."""
+    parts = _read_bucket(run_dir, runs, lo, hi, keep_tf)
+    hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, entry_runs = parts
+    order = radix_argsort_u64(hashes)
+    v, df, rep, d, tf, term_of_entry, collision = merge_bucket(
+        order, hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, keep_tf
+    )
+    if collision >= 0:
+        first = int(rep[int(term_of_entry[collision])])
+        raise HashCollision(_entry_string(str_off, str_bytes, first), _entry_string(str_off, str_bytes, collision))
+    s_off, s_bytes = gather_spans(str_bytes, str_off, rep)
+    return _Bucket(v, df, d, tf, s_off, s_bytes, term_of_entry, entry_runs, lo.copy(), int(hashes.shape[0]))
 
 
 def _entry_string(str_off: np.ndarray, str_bytes: np.ndarray, e: int) -> str:
@@ -147,7 +191,7 @@ def _read_bucket(run_dir: Path, runs: list[RunInfo], lo: np.ndarray, hi: np.ndar
     str_off = np.append(cat(offs, np.int64), str_base).astype(np.int64)
     post_off = np.append(cat(poffs, np.int64), post_base).astype(np.int64)
     post_docs = cat(pdocs, np.uint32)
-    post_tf = cat(ptfs, np.uint32) if keep_tf else np.zeros(post_docs.shape[0], dtype=np.uint32)
+    post_tf = cat(ptfs, np.uint32) if keep_tf else np.zeros(0, dtype=np.uint32)
     return (
         cat(hashes, np.uint64), cat(dfs, np.int64), str_off, cat(strs, np.uint8), post_off, post_docs, post_tf,
         entry_runs,
@@ -161,23 +205,45 @@ _RUN_DTYPES = {
 }
 
 
-def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_lengths: bool) -> None:
-    """forward_indptr / forward_terms (and BM25 doc_lengths), run by run in document order."""
+def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_lengths: bool, workers: int = 1) -> None:
+    """forward_indptr / forward_terms (and BM25 doc_lengths), run by run in document order; runs are
+    read and sorted on `workers` threads (at most `workers + 1` in memory), written in order."""
+
+    def forward(run: RunInfo) -> tuple[np.ndarray, np.ndarray]:
+        term_map = np.load(run_file(run_dir, run.index, "term_map"))
+        local = np.load(run_file(run_dir, run.index, "local"))
+        doc_offsets = np.load(run_file(run_dir, run.index, "doc_offsets"))
+        return forward_terms(term_map, local, doc_offsets), doc_offsets
+
     fwd_ptr = ArrayWriter(out_dir, "forward_indptr")
     fwd_terms = ArrayWriter(out_dir, "forward_terms")
     lengths = ArrayWriter(out_dir, "doc_lengths") if keep_lengths else None
     fwd_ptr.append(np.zeros(1, dtype=np.int64))
     base = 0
+    pending: deque[tuple[RunInfo, Future[tuple[np.ndarray, np.ndarray]]]] = deque()
+
+    def append(run: RunInfo, terms: np.ndarray, doc_offsets: np.ndarray) -> None:
+        nonlocal base
+        fwd_terms.append(terms)
+        fwd_ptr.append(base + doc_offsets[1:])
+        base += int(doc_offsets[-1])
+        if lengths is not None:
+            lengths.append(np.load(run_file(run_dir, run.index, "doc_tokens")))
+
     try:
-        for run in runs:
-            term_map = np.load(run_file(run_dir, run.index, "term_map"))
-            local = np.load(run_file(run_dir, run.index, "local"))
-            doc_offsets = np.load(run_file(run_dir, run.index, "doc_offsets"))
-            fwd_terms.append(forward_terms(term_map, local, doc_offsets))
-            fwd_ptr.append(base + doc_offsets[1:])
-            base += int(doc_offsets[-1])
-            if lengths is not None:
-                lengths.append(np.load(run_file(run_dir, run.index, "doc_tokens")))
+        with ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="ssr-forward") as pool:
+            try:
+                for run in runs:
+                    pending.append((run, pool.submit(forward, run)))
+                    while len(pending) > max(workers, 1):
+                        done, future = pending.popleft()
+                        append(done, *future.result())
+                while pending:
+                    done, future = pending.popleft()
+                    append(done, *future.result())
+            finally:
+                for _, f in pending:
+                    f.cancel()
     finally:
         for w in (fwd_ptr, fwd_terms, lengths):
             if w is not None:

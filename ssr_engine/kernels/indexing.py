@@ -79,12 +79,13 @@ def first_unequal(data, offsets, local, uniq_rep, str_off, str_bytes):
 
 
 @nb.njit(cache=True, nogil=True)
-def merge_bucket(order, hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, base_term):
+def merge_bucket(order, hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, keep_tf):
     """Merge the bucket's entries from all runs (concatenated in run order; `order` sorts them
     by hash, stably, so equal hashes keep run order and their doc lists concatenate ascending).
 
-    Returns (vocab, term_df, rep (entry holding each term's string), docs, tf,
-    term_of_entry uint32, collision (an entry index whose string differs, or -1)).
+    Returns (vocab, term_df, rep (entry holding each term's string), docs, tf (empty unless
+    `keep_tf`), term_of_entry uint32 (term ids counted from 0 in the bucket), collision (an entry
+    index whose string differs, or -1)).
     """
     n = order.shape[0]
     n_terms = 0
@@ -97,7 +98,7 @@ def merge_bucket(order, hashes, dfs, str_off, str_bytes, post_off, post_docs, po
     term_df = np.zeros(n_terms, dtype=np.int64)
     rep = np.empty(n_terms, dtype=np.int64)
     docs = np.empty(total, dtype=np.uint32)
-    tf = np.empty(total, dtype=np.uint32)
+    tf = np.empty(total if keep_tf else 0, dtype=np.uint32)
     term_of_entry = np.empty(n, dtype=np.uint32)
     g = -1
     pos = 0
@@ -116,9 +117,10 @@ def merge_bucket(order, hashes, dfs, str_off, str_bytes, post_off, post_docs, po
         a = post_off[e]
         b = post_off[e + 1]
         docs[pos : pos + b - a] = post_docs[a:b]
-        tf[pos : pos + b - a] = post_tf[a:b]
+        if keep_tf:
+            tf[pos : pos + b - a] = post_tf[a:b]
         pos += b - a
-        term_of_entry[e] = base_term + g
+        term_of_entry[e] = g
     return vocab, term_df, rep, docs, tf, term_of_entry, collision
 
 
