@@ -1,4 +1,5 @@
-"""The on-disk index format: the only module that knows file names, dtypes and the manifest.
+"""The on-disk index format, with `arrays` and `manifest`: the only modules that know file names,
+dtypes and the manifest. Here: the layout, `open_index` and the `Index` it returns.
 
 An index is a directory of generations (`generations`: owner marker `ssr-index.json`, writer
 lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a directory:
@@ -6,12 +7,12 @@ lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a director
     manifest.json          format version, counts, settings, build parameters, a record (bytes,
                            sha256) of every other file, and its own checksum (`Manifest`)
     vocab.npy              uint64[V]   sorted signal hashes; term id = position
-    postings_indptr.npy    int64[V+1]  CSR over terms
+    postings_indptr.npy    off[V+1]    CSR over terms
     postings_docs.npy      uint32[P]   internal doc ids, ascending within each term
-    forward_indptr.npy     int64[N+1]  CSR over documents (the exhaustive mode's input)
+    forward_indptr.npy     off[N+1]    CSR over documents (the exhaustive mode's input)
     forward_terms.npy      uint32[P]   term ids, ascending within each document
     doc_rank.npy           uint32[N]   position of each document's external id in id order
-    signal_offsets.npy     int64[V+1]  signal strings of the terms, as byte spans ...
+    signal_offsets.npy     off[V+1]    signal strings of the terms, as byte spans ...
     signal_bytes.npy       uint8[...]  ... (memory-mapped: exact query look-up and --explain;
                                        `Index.signal_table()` shows them as an Arrow table)
     doc_ids.parquet        id: external document ids, row = internal doc id
@@ -21,54 +22,66 @@ BM25 indexes (scoring "bm25") add term frequencies and document lengths:
     postings_tf.npy        uint32[P]   term frequency aligned with postings_docs
     doc_lengths.npy        uint32[N]   tokens per document
 
+`off` is the narrowest of int32 and int64 that holds the array's last value (`offsets_dtype`;
+version 2 indexes have int64 throughout, and still open). Signed on purpose: in Numba, int32 -
+int32 is int64, where uint32 - uint32 is uint64, which turns an int64 sum into a float64.
+
 Extra files registered in the manifest (`Manifest.extra_files`, name -> format id) travel with
 the segment and are checked by `verify` like the others (an agent registry's card store).
 """
 
+
 from __future__ import annotations
 
-import hashlib
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from tokenize import TokenError
 from typing import Any
 
 import numpy as np
 
-from .atomic import sha256_file
+# The format is three modules: this one (the layout, opening and verifying), `arrays` (array
+# files: names, dtypes, .npy I/O) and `manifest`; their names are re-exported here for callers.
+from .arrays import (  # noqa: F401
+    ARRAYS,
+    BM25_ARRAYS,
+    HEADER_BYTES,
+    OFFSET_ARRAYS,
+    ArrayWriter,
+    accepted_dtypes,
+    array_file,
+    npy_data_offset,
+    offsets_dtype,
+    read_slice,
+    save_array,
+)
+from .atomic import sha256_file  # noqa: F401  (re-exported)
 from .errors import IndexFormatError
 from .generations import (
-    SEGMENT_MANIFEST,
     Commit,
     SegmentHold,
     flat_v1_manifest,
     open_commit,
     read_owner,
-    seal,
-    unseal,
     v1_error,
 )
+from .manifest import (  # noqa: F401
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST,
+    READABLE_VERSIONS,
+    Counts,
+    FileRecord,
+    HashSettings,
+    Manifest,
+    SignalSettings,
+    file_record,
+    read_manifest,
+    write_manifest,
+)
+from .validate import verify_index, verify_opened  # noqa: F401  (`verify` is validation's last tier)
 
-FORMAT_NAME = "ssr-index"
-FORMAT_VERSION = 2
-MANIFEST = SEGMENT_MANIFEST
-
-# name -> dtype; the arrays every index has
-ARRAYS: dict[str, str] = {
-    "vocab": "uint64",
-    "postings_indptr": "int64",
-    "postings_docs": "uint32",
-    "forward_indptr": "int64",
-    "forward_terms": "uint32",
-    "doc_rank": "uint32",
-    "signal_offsets": "int64",
-    "signal_bytes": "uint8",
-}
-BM25_ARRAYS: dict[str, str] = {
-    "postings_tf": "uint32",
-    "doc_lengths": "uint32",
-}
 DOC_IDS = "doc_ids.parquet"
 # Indexes built before 2026-12-01 also hold `signals.parquet` (hash, signal): the strings of
 # signal_offsets/signal_bytes written a second time (14% of an 8.8M index, 21% of a short-text
@@ -76,228 +89,6 @@ DOC_IDS = "doc_ids.parquet"
 TABLES = (DOC_IDS,)
 CARD_STORE = "agent_cards.parquet"  # an agent registry's cards (agents.discovery), an extra file
 CARD_STORE_FORMAT = "ssr-agent-cards-v1"
-
-
-@dataclass(frozen=True)
-class Counts:
-    documents: int
-    terms: int
-    postings: int
-    empty_documents: int = 0
-
-
-@dataclass(frozen=True)
-class HashSettings:
-    name: str
-    seed: int
-    bits: int = 64
-    collision_policy: str = ""
-    collisions: tuple[Any, ...] = ()
-
-
-@dataclass(frozen=True)
-class SignalSettings:
-    """What a query must be processed with: the index's own settings (DESIGN.md 1 and 3)."""
-
-    stopwords_id: str
-    stopwords_sha256: str
-    stopwords: tuple[str, ...]
-    cap: int | None
-    bigrams: bool
-    stem: bool
-    hash: HashSettings
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    bytes: int
-    sha256: str
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """A segment's manifest, typed. Free-form build metadata (`ids`, `input`, `build`) stays as dicts."""
-
-    scoring: str
-    counts: Counts
-    signals: SignalSettings
-    ids: dict[str, Any] = field(default_factory=dict)
-    input: dict[str, Any] = field(default_factory=dict)
-    build: dict[str, Any] = field(default_factory=dict)
-    files: dict[str, FileRecord] = field(default_factory=dict)
-    extra_files: dict[str, str] = field(default_factory=dict)
-    doc_store: dict[str, Any] | None = None  # `docstore`: the stored texts (--store-text), or None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON body (without format keys and checksum)."""
-        d = asdict(self)
-        d["signals"]["stopwords"] = list(self.signals.stopwords)
-        d["signals"]["hash"]["collisions"] = list(self.signals.hash.collisions)
-        return d
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], where: object = "manifest") -> Manifest:
-        """Parse and type-check a manifest body; `IndexFormatError` naming `where` on any defect."""
-        try:
-            c, s = data["counts"], data["signals"]
-            h = s["hash"]
-            counts = Counts(_int(c, "documents"), _int(c, "terms"), _int(c, "postings"),
-                            _int(c, "empty_documents") if "empty_documents" in c else 0)
-            stop = s["stopwords"]
-            if not isinstance(stop, list) or not all(isinstance(w, str) for w in stop):
-                raise ValueError("signals.stopwords must be a list of strings")
-            cap = s["cap"]
-            if cap is not None and (type(cap) is not int or cap < 1):
-                raise ValueError(f"signals.cap must be a positive integer or null, got {cap!r}")
-            bits = _int(h, "bits")
-            if not 1 <= bits <= 64:
-                raise ValueError(f"signals.hash.bits must be in 1..64, got {bits}")
-            seed = _int(h, "seed")
-            if seed >= 2**64:
-                raise ValueError(f"signals.hash.seed out of range: {seed}")
-            for key in ("bigrams", "stem"):
-                if type(s[key]) is not bool:
-                    raise ValueError(f"signals.{key} must be true or false")
-            settings = SignalSettings(
-                str(s["stopwords_id"]), str(s["stopwords_sha256"]), tuple(stop), cap, s["bigrams"], s["stem"],
-                HashSettings(str(h["name"]), seed, bits, str(h.get("collision_policy", "")),
-                             tuple(h.get("collisions", ()))),
-            )
-            scoring = data["scoring"]
-            if scoring not in ("ssr", "bm25"):
-                raise ValueError(f"scoring must be ssr or bm25, got {scoring!r}")
-            files = {str(n): FileRecord(_int(r, "bytes"), str(r["sha256"])) for n, r in data.get("files", {}).items()}
-            extra = {str(n): str(f) for n, f in data.get("extra_files", {}).items()}
-            store = data.get("doc_store")
-            if store is not None and not isinstance(store, dict):
-                raise ValueError("doc_store must be an object or null")
-            return cls(scoring, counts, settings, dict(data.get("ids", {})), dict(data.get("input", {})),
-                       dict(data.get("build", {})), files, extra, store)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise IndexFormatError(f"{where}: corrupt manifest ({detail})") from exc
-
-
-def _int(d: dict[str, Any], key: str) -> int:
-    v = d[key]
-    if type(v) is not int or v < 0:
-        raise ValueError(f"{key} must be a non-negative integer, got {v!r}")
-    return v
-
-
-def array_file(name: str) -> str:
-    return f"{name}.npy"
-
-
-def save_array(directory: Path, name: str, array: np.ndarray) -> None:
-    """Write one array with the dtype the format fixes for it."""
-    dtype = {**ARRAYS, **BM25_ARRAYS}[name]
-    np.save(directory / array_file(name), np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
-
-
-HEADER_BYTES = 128  # every array file's .npy header, padded to this size so it can be rewritten
-
-
-def _npy_header(dtype: np.dtype, n: int) -> bytes:
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
-    text = repr(header).encode("latin1")
-    body = HEADER_BYTES - 10  # magic (6) + version (2) + length (2)
-    if len(text) + 1 > body:
-        raise ValueError("npy header too long")
-    text = text + b" " * (body - len(text) - 1) + b"\n"
-    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text
-
-
-class ArrayWriter:
-    """Appends to a 1-d .npy file of unknown final length; `close` writes the real header.
-
-    Used by the build to stream arrays larger than memory straight to disk.
-    """
-
-    def __init__(self, directory: Path, name: str):
-        self.dtype = np.dtype({**ARRAYS, **BM25_ARRAYS}[name])
-        self.path = directory / array_file(name)
-        self.count = 0
-        self._file = open(self.path, "wb")
-        self._file.write(_npy_header(self.dtype, 0))
-
-    def append(self, values: np.ndarray) -> None:
-        arr = np.ascontiguousarray(values, dtype=self.dtype)
-        self._file.write(arr.data)
-        self.count += arr.shape[0]
-
-    def close(self) -> None:
-        self._file.seek(0)
-        self._file.write(_npy_header(self.dtype, self.count))
-        self._file.close()
-
-
-def npy_data_offset(f: Any) -> int:
-    """Byte offset of the data in an open .npy file (the one header reader of the package)."""
-    f.seek(0)
-    major, _ = np.lib.format.read_magic(f)
-    size = 2 if major == 1 else 4
-    return 8 + size + int.from_bytes(f.read(size), "little")
-
-
-def read_slice(path: Path, dtype: str | np.dtype, start: int, stop: int) -> np.ndarray:
-    """Entries [start, stop) of a 1-d .npy file, read (not mapped) so memory stays bounded."""
-    dt = np.dtype(dtype)
-    with open(path, "rb") as f:
-        f.seek(npy_data_offset(f) + start * dt.itemsize)
-        return np.fromfile(f, dtype=dt, count=max(stop - start, 0))
-
-
-def file_record(directory: Path, name: str) -> FileRecord:
-    path = directory / name
-    return FileRecord(path.stat().st_size, sha256_file(path))
-
-
-# files of a segment that the manifest does not list: itself, and the readers' lock
-_UNLISTED = (MANIFEST, "readers.lock")
-
-
-def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
-    """Write a segment's manifest.json, sealed, with a record (size, sha256) of every other file."""
-    from .atomic import write_text
-
-    names = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name not in _UNLISTED)
-    missing = [n for n in manifest.extra_files if n not in names]
-    if missing:
-        raise ValueError(f"extra files not in the segment: {missing}")
-    from concurrent.futures import ThreadPoolExecutor
-    from dataclasses import replace
-
-    # hashlib releases the GIL on large blocks: the files are hashed on all cores (gigabytes at 8.8M)
-    by_size = sorted(names, key=lambda n: -(directory / n).stat().st_size)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        records = dict(zip(by_size, pool.map(lambda n: file_record(directory, n), by_size), strict=True))
-    manifest = replace(manifest, files={n: records[n] for n in names})
-    body = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **manifest.to_dict()}
-    write_text(directory / MANIFEST, seal(body))
-    return manifest
-
-
-def read_manifest(segment: Path, sha256: str | None = None) -> Manifest:
-    """A segment's manifest, checked: seal, format, version, types, and `sha256` when the commit gives it."""
-    path = segment / MANIFEST
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise IndexFormatError(f"{path}: missing") from exc
-    except OSError as exc:
-        raise IndexFormatError(f"{path}: unreadable ({exc.strerror})") from exc
-    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
-        raise IndexFormatError(f"{path}: differs from the checksum in the commit point (edited or corrupt)")
-    body = unseal(path, raw)
-    if body.get("format") != FORMAT_NAME:
-        raise IndexFormatError(f"{path}: not an ssr index manifest")
-    if body.get("format_version") != FORMAT_VERSION:
-        raise IndexFormatError(
-            f"{path}: index format version {body.get('format_version')!r}, this ssr_engine reads version "
-            f"{FORMAT_VERSION}; rebuild the index (ssr build-index ... --force)"
-        )
-    return Manifest.from_dict(body, path)
 
 
 def peek_index(path: str | os.PathLike[str]) -> tuple[Manifest, Commit] | None:
@@ -404,7 +195,7 @@ class Index:
                                    "(corrupt index)") from exc
 
     def signal_table(self) -> Any:
-        """Every term as an Arrow table (hash uint64, signal large_string), row = term id.
+        """Every term as an Arrow table (hash uint64, signal string), row = term id.
 
         Zero-copy over the mapped vocabulary and signal strings, for tools and debugging."""
         import pyarrow as pa
@@ -412,8 +203,9 @@ class Index:
         from .validate import check_signal_offsets
 
         check_signal_offsets(self)  # Arrow trusts the offsets: a lying file must not make it read past the bytes
+        kind = pa.string() if self.signal_offsets.dtype == np.int32 else pa.large_string()  # Arrow's offset widths
         strings = pa.Array.from_buffers(
-            pa.large_string(), self.n_terms,
+            kind, self.n_terms,
             [None, pa.py_buffer(np.asarray(self.signal_offsets)), pa.py_buffer(np.asarray(self.signal_bytes))],
         )
         return pa.table({"hash": pa.array(np.asarray(self.vocab)), "signal": strings})
@@ -497,7 +289,7 @@ def _fixed_width_ids(ids: Any) -> np.ndarray | None:
     return fixed
 
 
-def _open_array(directory: Path, name: str, dtype: str, record: FileRecord | None) -> np.ndarray:
+def _open_array(directory: Path, name: str, record: FileRecord | None) -> np.ndarray:
     path = directory / array_file(name)
     if not path.is_file():
         raise IndexFormatError(f"{path}: missing file")
@@ -510,8 +302,10 @@ def _open_array(directory: Path, name: str, dtype: str, record: FileRecord | Non
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError, SyntaxError, TokenError) as exc:  # a garbled header, whatever the parser
         raise IndexFormatError(f"{path}: corrupt array file ({exc})") from exc
-    if arr.dtype != np.dtype(dtype) or arr.ndim != 1:
-        raise IndexFormatError(f"{path}: dtype {arr.dtype} shape {arr.shape}, expected 1-d {dtype}")
+    accepted = accepted_dtypes(name)
+    if arr.dtype not in accepted or arr.ndim != 1:
+        raise IndexFormatError(f"{path}: dtype {arr.dtype} shape {arr.shape}, expected 1-d "
+                               f"{' or '.join(str(d) for d in accepted)}")
     return arr
 
 
@@ -561,7 +355,7 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
     names = dict(ARRAYS)
     if manifest.scoring == "bm25":
         names.update(BM25_ARRAYS)
-    arrays = {n: _open_array(directory, n, d, records.get(array_file(n))) for n, d in names.items()}
+    arrays = {n: _open_array(directory, n, records.get(array_file(n))) for n in names}
     c = manifest.counts
     n, v, p = c.documents, c.terms, c.postings
     expected = {
@@ -590,55 +384,3 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
         id_file.close()
         raise
     return index
-
-
-def verify_opened(index: Index) -> None:
-    """`verify_index` for an opened index (its root) plus the O(postings) structural checks; raises."""
-    if index.root is not None:
-        problems = verify_index(index.root)
-        if problems:
-            raise IndexFormatError("; ".join(problems[:5]))
-    from .validate import check_index
-
-    check_index(index, full=True)
-
-
-def verify_index(path: str | os.PathLike[str]) -> list[str]:
-    """The full check: owner marker, commit point, manifests and every file's sha256; problems found (empty: sound)."""
-    try:
-        root = resolve_index(path)
-        commit, holds = open_commit(root)
-    except IndexFormatError as exc:
-        return [str(exc)]
-    problems: list[str] = []
-    try:
-        for ref in commit.segments:
-            directory = root / ref.name
-            try:
-                manifest = read_manifest(directory, ref.manifest_sha256)
-            except IndexFormatError as exc:
-                problems.append(str(exc))
-                continue
-            for name, record in sorted(manifest.files.items()):
-                p = directory / name
-                if not p.is_file():
-                    problems.append(f"{p}: missing")
-                elif p.stat().st_size != record.bytes:
-                    problems.append(f"{p}: {p.stat().st_size} bytes, expected {record.bytes}")
-                elif sha256_file(p) != record.sha256:
-                    problems.append(f"{p}: checksum mismatch (corrupt)")
-            if ref.deletes is not None:  # a live index's deletion file, checksummed in the commit point
-                p = directory / ref.deletes
-                if not p.is_file():
-                    problems.append(f"{p}: missing")
-                elif sha256_file(p) != ref.deletes_sha256:
-                    problems.append(f"{p}: checksum mismatch (corrupt)")
-            if not problems:
-                try:
-                    open_segment(directory, ref.manifest_sha256, full=True)._id_file.close()
-                except IndexFormatError as exc:
-                    problems.append(str(exc))
-    finally:
-        for h in holds:
-            h.close()
-    return problems

@@ -14,6 +14,8 @@ Three tiers, so that what open reads stays small (the O(V) arrays are 240 MB eac
   list strictly ascending with ids < N, every forward row strictly ascending with term ids < V,
   term frequencies >= 1.
 
+`verify_index` (`ssr verify`) adds every file's sha256 against the manifests to `full=True`.
+
 What neither open nor the lookup reads (posting and forward contents) the kernels guard as they
 read it (`kernels.candidates.CorruptIndexData`), so an index that lies still cannot make a kernel
 read out of bounds; `kernel_guard` turns that into an error naming the index.
@@ -21,6 +23,7 @@ read out of bounds; `kernel_guard` turns that into an error naming the index.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -140,6 +143,61 @@ def check_terms(index: Index, terms: np.ndarray) -> None:
             t = int(terms[bad[0]])
             raise _fail(index, name, f"entries {t}..{t + 1} ({int(a[bad[0]])}, {int(b[bad[0]])}) are out of "
                                      f"order or past {length}")
+
+
+def verify_opened(index: Index) -> None:
+    """`verify_index` for an opened index (its root) plus the O(postings) structural checks; raises."""
+    if index.root is not None:
+        problems = verify_index(index.root)
+        if problems:
+            raise IndexFormatError("; ".join(problems[:5]))
+    check_index(index, full=True)
+
+
+def verify_index(path: str | os.PathLike[str]) -> list[str]:
+    """The full check: owner marker, commit point, manifests and every file's sha256; problems found (empty: sound)."""
+    from .atomic import sha256_file
+    from .format import open_segment, resolve_index
+    from .generations import open_commit
+    from .manifest import read_manifest
+
+    try:
+        root = resolve_index(path)
+        commit, holds = open_commit(root)
+    except IndexFormatError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    try:
+        for ref in commit.segments:
+            directory = root / ref.name
+            try:
+                manifest = read_manifest(directory, ref.manifest_sha256)
+            except IndexFormatError as exc:
+                problems.append(str(exc))
+                continue
+            for name, record in sorted(manifest.files.items()):
+                p = directory / name
+                if not p.is_file():
+                    problems.append(f"{p}: missing")
+                elif p.stat().st_size != record.bytes:
+                    problems.append(f"{p}: {p.stat().st_size} bytes, expected {record.bytes}")
+                elif sha256_file(p) != record.sha256:
+                    problems.append(f"{p}: checksum mismatch (corrupt)")
+            if ref.deletes is not None:  # a live index's deletion file, checksummed in the commit point
+                p = directory / ref.deletes
+                if not p.is_file():
+                    problems.append(f"{p}: missing")
+                elif sha256_file(p) != ref.deletes_sha256:
+                    problems.append(f"{p}: checksum mismatch (corrupt)")
+            if not problems:
+                try:
+                    open_segment(directory, ref.manifest_sha256, full=True)._id_file.close()
+                except IndexFormatError as exc:
+                    problems.append(str(exc))
+    finally:
+        for h in holds:
+            h.close()
+    return problems
 
 
 @contextmanager

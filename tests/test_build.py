@@ -335,3 +335,53 @@ def test_radix_argsort_is_a_stable_argsort(keys):
 
     arr = np.array(keys, dtype=np.uint64)
     assert radix_argsort_u64(arr).tolist() == np.argsort(arr, kind="stable").tolist()
+
+
+@settings(max_examples=50, deadline=None)
+@given(keys=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**63, 2**64 - 1]), max_size=300))
+def test_radix_sort_carries_payloads_stably(keys):
+    from ssr_engine.kernels.indexing import radix_sort_u64
+
+    arr = np.array(keys, dtype=np.uint64)
+    payloads = np.arange(arr.shape[0], dtype=np.uint64)[::-1].copy()
+    sorted_keys, sorted_payloads = radix_sort_u64(arr, payloads)
+    order = np.argsort(arr, kind="stable")
+    assert sorted_keys.tolist() == arr[order].tolist()
+    assert sorted_payloads.tolist() == payloads[order].tolist()
+
+
+def test_offsets_are_int32_when_they_fit_and_int64_indexes_of_version_2_still_open(tmp_path, cranfield_docs,
+                                                                                   monkeypatch):
+    from ssr_engine import format as fmt
+    from ssr_engine.generations import IndexWriter, seal
+
+    path = write_tsv(tmp_path / "cran.tsv", cranfield_docs[:300])
+    narrow = open_index(build_index(path, tmp_path / "narrow", chunk_docs=100, quiet=True))
+    for name in fmt.OFFSET_ARRAYS:
+        assert getattr(narrow, name).dtype == np.int32, name
+    assert json.loads((narrow.path / "manifest.json").read_text())["format_version"] == 3
+    assert fmt.offsets_dtype(2**31 - 1) == np.int32 and fmt.offsets_dtype(2**31) == np.int64
+    # an index as version 2 wrote it: int64 offsets, format_version 2 in a sealed manifest
+    monkeypatch.setattr(fmt, "offsets_dtype", lambda last: np.dtype(np.int64))
+    out = build_index(path, tmp_path / "wide", chunk_docs=100, quiet=True)
+    monkeypatch.undo()
+    seg = open_index(out).path
+    body = json.loads((seg / "manifest.json").read_text())
+    body.pop("checksum")
+    body["format_version"] = 2
+    (seg / "manifest.json").write_text(seal(body))
+    with IndexWriter(out, True) as writer:
+        writer.commit([(seg, 300)])
+    wide = open_index(out)
+    for name in (*fmt.OFFSET_ARRAYS, "vocab", "postings_docs", "forward_terms", "signal_bytes"):
+        assert getattr(wide, name).dtype == (np.int64 if name in fmt.OFFSET_ARRAYS else getattr(narrow, name).dtype)
+        assert getattr(wide, name).tolist() == getattr(narrow, name).tolist(), name
+    assert verify_index(out) == []
+    assert wide.signal_table().equals(narrow.signal_table().cast(wide.signal_table().schema))
+    from ssr_engine.search import Searcher
+
+    queries = [t for _, t in cranfield_docs[300:320]]
+    for method in ("ssr", "exhaustive"):
+        a, b = Searcher(out).search_batch(queries, 10, method=method), \
+            Searcher(narrow.root).search_batch(queries, 10, method=method)
+        assert [r.rows() for r in a] == [r.rows() for r in b] and any(r.rows() for r in a)

@@ -71,11 +71,13 @@ def merge_runs(
     def merged(b: int) -> _Bucket:
         return _merge_bucket(run_dir, runs, cuts[:, b], cuts[:, b + 1], keep_tf)
 
+    string_bytes = sum(int(read_slice(run_file(run_dir, r.index, "str_off"), "int64", r.n_terms, r.n_terms + 1)[0])
+                       for r in runs)  # the runs' strings: a bound on the merged ones
     vocab = ArrayWriter(out_dir, "vocab")
-    indptr = ArrayWriter(out_dir, "postings_indptr")
+    indptr = ArrayWriter(out_dir, "postings_indptr", last=postings)
     docs = ArrayWriter(out_dir, "postings_docs")
     tfs = ArrayWriter(out_dir, "postings_tf") if keep_tf else None
-    sig_off = ArrayWriter(out_dir, "signal_offsets")
+    sig_off = ArrayWriter(out_dir, "signal_offsets", last=string_bytes)
     sig_bytes = ArrayWriter(out_dir, "signal_bytes")
     indptr.append(np.zeros(1, dtype=np.int64))
     sig_off.append(np.zeros(1, dtype=np.int64))
@@ -215,7 +217,7 @@ def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_length
         doc_offsets = np.load(run_file(run_dir, run.index, "doc_offsets"))
         return forward_terms(term_map, local, doc_offsets), doc_offsets
 
-    fwd_ptr = ArrayWriter(out_dir, "forward_indptr")
+    fwd_ptr = ArrayWriter(out_dir, "forward_indptr", last=sum(r.n_postings for r in runs))
     fwd_terms = ArrayWriter(out_dir, "forward_terms")
     lengths = ArrayWriter(out_dir, "doc_lengths") if keep_lengths else None
     fwd_ptr.append(np.zeros(1, dtype=np.int64))

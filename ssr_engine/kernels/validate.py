@@ -28,7 +28,7 @@ def _first(found):
 def descent(a, strict):
     """First i with a[i + 1] < a[i] (strict: <=), or -1.
 
-    a: int64[n] (CSR offsets: monotone) or uint64[n] (the vocabulary: strictly increasing).
+    a: int32 or int64[n] (CSR offsets: monotone) or uint64[n] (the vocabulary: strictly increasing).
     Serial on purpose: at open it reads only the O(N) forward offsets (tens of ms at 8.8M), and a
     first parallel call would charge the thread pool's start to open.
     """
@@ -55,7 +55,7 @@ def permutation(a):
 def rows_ascending_below(indptr, values, bound):
     """First row whose values are not strictly ascending or not all < bound, or -1.
 
-    indptr int64[R + 1] (already checked monotone, from 0 to len(values)), values uint32[P].
+    indptr int32 or int64[R + 1] (already checked monotone, from 0 to len(values)), values uint32[P].
     """
     n_rows = indptr.shape[0] - 1
     n_ranges = (n_rows + _RANGE - 1) // _RANGE

@@ -1,0 +1,117 @@
+"""The index's array files (part of the format, `format`): names, dtypes, `.npy` writing and reading.
+
+Offset arrays take the narrowest of int32 and int64 that holds their last value (`offsets_dtype`).
+Signed on purpose: in Numba, int32 - int32 is int64, where uint32 - uint32 is uint64, which
+turns an int64 sum into a float64 in any kernel that adds a length to a total.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# name -> dtype; the arrays every index has
+ARRAYS: dict[str, str] = {
+    "vocab": "uint64",
+    "postings_indptr": "int64",
+    "postings_docs": "uint32",
+    "forward_indptr": "int64",
+    "forward_terms": "uint32",
+    "doc_rank": "uint32",
+    "signal_offsets": "int64",
+    "signal_bytes": "uint8",
+}
+BM25_ARRAYS: dict[str, str] = {
+    "postings_tf": "uint32",
+    "doc_lengths": "uint32",
+}
+# offset arrays: int64 in ARRAYS (the widest), int32 when their last value allows (`offsets_dtype`)
+OFFSET_ARRAYS = ("postings_indptr", "signal_offsets", "forward_indptr")
+
+
+def offsets_dtype(last: int) -> np.dtype:
+    """The dtype of an offset array whose last (largest) value is `last`: int32 when it fits."""
+    return np.dtype(np.int32) if last < 2**31 else np.dtype(np.int64)
+
+
+def accepted_dtypes(name: str) -> tuple[np.dtype, ...]:
+    """The dtypes an array file may have (the offsets: int32 or int64)."""
+    widest = np.dtype({**ARRAYS, **BM25_ARRAYS}[name])
+    return (np.dtype(np.int32), widest) if name in OFFSET_ARRAYS else (widest,)
+
+
+def array_file(name: str) -> str:
+    return f"{name}.npy"
+
+
+def save_array(directory: Path, name: str, array: np.ndarray) -> None:
+    """Write one array with the dtype the format fixes for it (offsets: `offsets_dtype`)."""
+    dtype: str | np.dtype = {**ARRAYS, **BM25_ARRAYS}[name]
+    if name in OFFSET_ARRAYS:
+        dtype = offsets_dtype(int(array[-1]) if len(array) else 0)
+    np.save(directory / array_file(name), np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
+
+
+HEADER_BYTES = 128  # every array file's .npy header, padded to this size so it can be rewritten
+
+
+def _npy_header(dtype: np.dtype, n: int) -> bytes:
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
+    text = repr(header).encode("latin1")
+    body = HEADER_BYTES - 10  # magic (6) + version (2) + length (2)
+    if len(text) + 1 > body:
+        raise ValueError("npy header too long")
+    text = text + b" " * (body - len(text) - 1) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text
+
+
+class ArrayWriter:
+    """Appends to a 1-d .npy file of unknown final length; `close` writes the real header.
+
+    Used by the build to stream arrays larger than memory straight to disk. An offset array
+    needs `last`, a bound on its last value, to choose its dtype (`offsets_dtype`).
+    """
+
+    def __init__(self, directory: Path, name: str, last: int | None = None):
+        if name in OFFSET_ARRAYS:
+            if last is None:
+                raise ValueError(f"{name}: an offset array needs a bound on its last value")
+            self.dtype = offsets_dtype(last)
+            self.bound: int | None = last
+        else:
+            self.dtype = np.dtype({**ARRAYS, **BM25_ARRAYS}[name])
+            self.bound = None
+        self.path = directory / array_file(name)
+        self.count = 0
+        self._file = open(self.path, "wb")
+        self._file.write(_npy_header(self.dtype, 0))
+
+    def append(self, values: np.ndarray) -> None:
+        if self.bound is not None and len(values) and int(values[-1]) > self.bound:
+            raise ValueError(f"{self.path}: offset {int(values[-1])} beyond the bound {self.bound} given")
+        arr = np.ascontiguousarray(values, dtype=self.dtype)
+        self._file.write(arr.data)
+        self.count += arr.shape[0]
+
+    def close(self) -> None:
+        self._file.seek(0)
+        self._file.write(_npy_header(self.dtype, self.count))
+        self._file.close()
+
+
+def npy_data_offset(f: Any) -> int:
+    """Byte offset of the data in an open .npy file (the one header reader of the package)."""
+    f.seek(0)
+    major, _ = np.lib.format.read_magic(f)
+    size = 2 if major == 1 else 4
+    return 8 + size + int.from_bytes(f.read(size), "little")
+
+
+def read_slice(path: Path, dtype: str | np.dtype, start: int, stop: int) -> np.ndarray:
+    """Entries [start, stop) of a 1-d .npy file, read (not mapped) so memory stays bounded."""
+    dt = np.dtype(dtype)
+    with open(path, "rb") as f:
+        f.seek(npy_data_offset(f) + start * dt.itemsize)
+        return np.fromfile(f, dtype=dt, count=max(stop - start, 0))
