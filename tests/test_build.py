@@ -352,6 +352,7 @@ def test_radix_sort_carries_payloads_stably(keys):
 
 def test_offsets_are_int32_when_they_fit_and_int64_indexes_of_version_2_still_open(tmp_path, cranfield_docs,
                                                                                    monkeypatch):
+    from ssr_engine import arrays
     from ssr_engine import format as fmt
     from ssr_engine.generations import IndexWriter, seal
 
@@ -362,7 +363,7 @@ def test_offsets_are_int32_when_they_fit_and_int64_indexes_of_version_2_still_op
     assert json.loads((narrow.path / "manifest.json").read_text())["format_version"] == 3
     assert fmt.offsets_dtype(2**31 - 1) == np.int32 and fmt.offsets_dtype(2**31) == np.int64
     # an index as version 2 wrote it: int64 offsets, format_version 2 in a sealed manifest
-    monkeypatch.setattr(fmt, "offsets_dtype", lambda last: np.dtype(np.int64))
+    monkeypatch.setattr(arrays, "offsets_dtype", lambda last: np.dtype(np.int64))
     out = build_index(path, tmp_path / "wide", chunk_docs=100, quiet=True)
     monkeypatch.undo()
     seg = open_index(out).path

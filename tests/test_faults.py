@@ -201,7 +201,8 @@ def test_lying_segment_of_a_live_index_is_an_error(base, tmp_path, method, name)
 STRUCTURAL = {
     "postings_indptr+1e6": ("postings_indptr", lambda a: a.__setitem__(len(a) // 2, a[len(a) // 2] + 1_000_000)),
     "postings_indptr_end": ("postings_indptr", lambda a: a.__setitem__(-1, a[-1] - 1)),
-    "forward_indptr_flip": ("forward_indptr", lambda a: a.__setitem__(7, a[7] ^ (1 << 40))),
+    # a high bit of the entry's own width (offsets are int32 or int64: format.offsets_dtype)
+    "forward_indptr_flip": ("forward_indptr", lambda a: a.__setitem__(7, a[7] ^ (1 << (8 * a.dtype.itemsize - 2)))),
     "forward_indptr_start": ("forward_indptr", lambda a: a.__setitem__(0, 3)),
     "doc_rank_duplicate": ("doc_rank", lambda a: a.__setitem__(0, a[1])),
     "doc_rank_out_of_range": ("doc_rank", lambda a: a.__setitem__(10, len(a))),
