@@ -23,11 +23,20 @@ from .hashing import hash_mask, hash_spans
 from .kernels import levels, prune
 from .kernels import ssr as kernels
 from .kernels.candidates import union_sizes
-from .kernels.spans import spans_equal
-from .retrieval import SearchResult, StoredText, check_k, check_method, internal_doc, numba_threads, split_results
+from .kernels.terms import lookup
+from .retrieval import (
+    SearchResult,
+    StoredText,
+    check_k,
+    check_method,
+    check_threads,
+    internal_doc,
+    numba_threads,
+    split_results,
+)
 from .scoring import signal_weight
 from .stopwords import StopwordList
-from .validate import check_terms, find_terms, kernel_guard
+from .validate import VOCAB_BLOCK_SHIFT, check_terms, checked_blocks, find_terms, kernel_guard
 
 METHODS = ("ssr", "union", "maxscore", "exhaustive")
 """The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index): ssr reads every
@@ -35,6 +44,8 @@ posting of the query's terms as term masks ranked by levels (`kernels.levels`, t
 union reads them into float accumulators and a heap (`kernels.ssr`, the check), maxscore prunes
 exactly (MaxScore, `kernels.prune`), exhaustive scans the forward index. All four give identical
 results, bit for bit."""
+_ZERO = np.zeros(1, dtype=np.int64)  # a single query's packed value: starts at 0 ...
+_ONE_VALUE = np.array([0, 1], dtype=np.int64)  # ... and is the one value of the one document
 # queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)
 _BATCH = 1024
 _BATCH_ALL = 64
@@ -119,6 +130,11 @@ class Searcher(StoredText):
         self._work: tuple[np.ndarray, ...] | None = None
         self._work_lock = threading.Lock()
         self._extractor = Extractor(self.stopwords, self.cap)
+        # the levels kernel's scratch, one per calling Python thread (kept: allocating it per call showed)
+        self._local = threading.local()
+        # the arrays the kernels read, as plain ndarrays: a np.memmap costs every NumPy operation and
+        # every kernel call extra work (subclass wrapping; Numba's slow type path): ~0.5 µs an argument
+        self._csr = tuple(a.view(np.ndarray) for a in (index.postings_indptr, index.postings_docs, index.doc_rank))
 
     def reopen(self) -> bool:
         """Move to the index's newest commit (after `ssr add`, `delete`, `compact` or a rebuild).
@@ -155,21 +171,29 @@ class Searcher(StoredText):
     # ------------------------------------------------------------------ query terms
 
     def _signal_terms(self, queries: Sequence[str]):
-        """Signals of every query, and the term id of each (-1 when not in the vocabulary)."""
-        texts = [[q.encode("utf-8", "surrogatepass")] for q in queries]
-        batch = self._extractor.extract(*pack_values(texts))
+        """Signals of every query, and the term id and df of each (-1 and 0 when not in the vocabulary)."""
+        if len(queries) == 1:  # pack_values' lists and joins, skipped for the common single query
+            raw = queries[0].encode("utf-8", "surrogatepass")
+            packed = (np.frombuffer(raw, dtype=np.uint8), _ZERO, np.array([len(raw)], dtype=np.int64), _ONE_VALUE)
+        else:
+            packed = pack_values([[q.encode("utf-8", "surrogatepass")] for q in queries])
+        batch = self._extractor.extract(*packed)
         hashes = hash_spans(batch.data, batch.offsets, self.seed, self.mask)
-        terms = lookup_terms(self.index, batch.data, batch.offsets, hashes)
-        return batch, terms
+        terms, df = lookup_terms(self.index, batch.data, batch.offsets, hashes, with_df=True)
+        return batch, terms, df
 
     def query_batch(self, queries: Sequence[str]) -> QueryBatch:
         """Term ids and weights of each query, in ascending weight (the canonical summation order)."""
-        batch, terms = self._signal_terms(queries)
-        query_of = np.repeat(np.arange(len(queries), dtype=np.int64), np.diff(batch.doc_offsets))
+        batch, terms, df = self._signal_terms(queries)
         known = terms >= 0
-        terms, query_of = terms[known], query_of[known]
-        indptr = self.index.postings_indptr
-        df = (indptr[terms + 1] - indptr[terms]).astype(np.int64)
+        if len(queries) == 1:  # the same, without the batch's NumPy set-up (a query's terms are distinct)
+            terms, df = terms[known], df[known]
+            w = [signal_weight(self.n_docs, d) for d in df.tolist()]
+            by_weight = sorted(range(len(w)), key=w.__getitem__)  # stable, as the lexsort below
+            return QueryBatch(np.array([0, len(w)], dtype=np.int64), terms[by_weight],
+                              np.array([w[i] for i in by_weight], dtype=np.float64), df[by_weight])
+        query_of = np.repeat(np.arange(len(queries), dtype=np.int64), np.diff(batch.doc_offsets))
+        terms, query_of, df = terms[known], query_of[known], df[known]
         uniq, inverse = np.unique(terms, return_inverse=True)
         udf = np.zeros(len(uniq), dtype=np.int64)
         udf[inverse] = df
@@ -202,6 +226,13 @@ class Searcher(StoredText):
         if self._live is not None:
             return self._live.search_batch(queries, k, threads, method=method)
         queries = list(queries)
+        if len(queries) == 1 and method == "ssr":
+            # one query: the calling thread alone (a serial kernel entry: no thread team to wake, no
+            # thread-count switch), the lean single-query preparation, a kept workspace
+            check_threads(threads)
+            qb = self.query_batch(queries)
+            offsets, docs, scores, matches = self.run_kernel(qb, k, method, threads=1)
+            return split_results(offsets, self.external_ids(docs), docs, scores, matches)
         # the inverted kernel is parallel over queries, the scan over documents
         with numba_threads(threads, len(queries) if method != "exhaustive" else None):
             results: list[SearchResult] = []
@@ -230,14 +261,21 @@ class Searcher(StoredText):
             return max(1, min(_BATCH * 4, _EXHAUSTIVE_HEAP_BYTES // per_query))
         return _BATCH
 
-    def run_kernel(self, qb: QueryBatch, k: int | None, method: str | None = None):
-        """The kernel's flat result for a prepared batch: (offsets, docs, scores, matches)."""
+    def run_kernel(self, qb: QueryBatch, k: int | None, method: str | None = None, threads: int | None = None):
+        """The kernel's flat result for a prepared batch: (offsets, docs, scores, matches).
+
+        `threads`: None, Numba's current count (see `retrieval.numba_threads`).
+        """
         ix = self.index
         method = self.method if method is None else method
         with kernel_guard(ix):
             if method == "ssr":
-                return levels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
-                                           qb.offsets, qb.terms, qb.weights, k, block=self.block)
+                work = getattr(self._local, "work", None)
+                if work is None:
+                    work = self._local.work = [None]
+                indptr, docs, doc_rank = self._csr
+                return levels.search_batch(indptr, docs, doc_rank, self.n_docs, qb.offsets, qb.terms, qb.weights, k,
+                                           block=self.block, n_chunks=threads, work=work)
             if method == "union":
                 return kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
                                             qb.offsets, qb.terms, qb.weights, k, block=self.block)
@@ -285,20 +323,28 @@ class Searcher(StoredText):
         return sorted(pairs, key=lambda p: (p[1], p[0]))
 
 
-def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np.ndarray, with_df: bool = False):
     """Term id in `index` of each signal (bytes data[offsets[i]:offsets[i + 1]], hash hashes[i]).
 
     -1 when the vocabulary lacks it. A hash hit is a match only when the strings agree (the
     vocabulary has no collisions, but a query signal outside it may share a hash with a term).
-    Returns int64[len(hashes)].
+    Returns int64[len(hashes)] (with_df: and each term's df, int64, 0 for unknown signals). One
+    kernel call (`kernels.terms.lookup`); if its checks fail, the validate functions name the defect.
     """
+    terms, df, ok = lookup(np.ascontiguousarray(hashes, dtype=np.uint64), data, offsets, index.vocab.view(np.ndarray),
+                           checked_blocks(index), VOCAB_BLOCK_SHIFT, index.signal_bytes.view(np.ndarray),
+                           index.signal_offsets.view(np.ndarray), index.postings_indptr.view(np.ndarray),
+                           index.postings_docs.shape[0], index.n_docs)
+    if not ok:
+        _lookup_checked(index, data, offsets, hashes)  # raises IndexFormatError naming the file
+        raise IndexFormatError(f"{index.path}: a vocabulary or term offsets check failed (corrupt index; rebuild it)")
+    return (terms, df) if with_df else terms
+
+
+def _lookup_checked(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np.ndarray) -> None:
+    """The look-up step by step through `validate`, whose checks name the file and entry at fault."""
     vocab = index.vocab
-    terms = np.full(hashes.shape[0], -1, dtype=np.int64)
-    if vocab.shape[0] and hashes.shape[0]:
-        pos = find_terms(index, hashes)  # checks the vocabulary blocks it reads
-        inside = np.flatnonzero(pos < vocab.shape[0])
-        same_hash = inside[vocab[pos[inside]] == hashes[inside]]
-        check_terms(index, pos[same_hash])  # the offsets spans_equal and the kernels will read
-        same = spans_equal(data, offsets, same_hash, index.signal_bytes, index.signal_offsets, pos[same_hash])
-        terms[same_hash[same]] = pos[same_hash[same]]
-    return terms
+    pos = find_terms(index, hashes)
+    inside = np.flatnonzero(pos < vocab.shape[0])
+    same_hash = inside[vocab[pos[inside]] == hashes[inside]]
+    check_terms(index, pos[same_hash])

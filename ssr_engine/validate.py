@@ -116,12 +116,17 @@ def find_terms(index: Index, hashes: np.ndarray) -> np.ndarray:
     """
     from .kernels.validate import search_checked
 
-    if index._vocab_checked is None:
-        index._vocab_checked = np.zeros((index.n_terms >> VOCAB_BLOCK_SHIFT) + 1, dtype=np.uint8)
-    pos, bad = search_checked(index.vocab, np.ascontiguousarray(hashes, dtype=np.uint64), index._vocab_checked,
+    pos, bad = search_checked(index.vocab, np.ascontiguousarray(hashes, dtype=np.uint64), checked_blocks(index),
                               VOCAB_BLOCK_SHIFT)
     _vocab_defect(index, int(bad))
     return pos
+
+
+def checked_blocks(index: Index) -> np.ndarray:
+    """uint8 per vocabulary block of `index`: 1 once found strictly sorted (kept on the index)."""
+    if index._vocab_checked is None:
+        index._vocab_checked = np.zeros((index.n_terms >> VOCAB_BLOCK_SHIFT) + 1, dtype=np.uint8)
+    return index._vocab_checked
 
 
 def check_terms(index: Index, terms: np.ndarray) -> None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -138,3 +144,31 @@ def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, s
         assert got[1][a:z].tolist() == d[want].tolist()
         assert got[2][a:z].tobytes() == s[want].tobytes()
         assert got[3][a:z].tolist() == m[want].tolist()
+
+
+def test_kernels_stay_in_bounds_when_a_block_is_full(tmp_path):
+    """Every document of a block touched, then more postings: the branch-free first touch writes one
+    entry past the block's distinct documents, so `touched` holds width + 1. Run as Python
+    (NUMBA_DISABLE_JIT=1), where NumPy checks every index, in a child process."""
+    script = tmp_path / "full_block.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        from ssr_engine.kernels import levels, prune
+        from ssr_engine.kernels import ssr as kernels
+        indptr = np.array([0, 5, 10], dtype=np.int64)  # two terms, each in all 5 documents
+        docs = np.array([0, 1, 2, 3, 4] * 2, dtype=np.uint32)
+        rank = np.arange(5, dtype=np.uint32)
+        off, terms, w = np.array([0, 2]), np.array([0, 1]), np.array([1.0, 1.0])
+        for k in (3, None):
+            want = [0, 1, 2] if k else [0, 1, 2, 3, 4]
+            for n in (1, 2):
+                assert levels.search_batch(indptr, docs, rank, 5, off, terms, w, k, n_chunks=n)[1].tolist() == want
+                assert kernels.search_batch(indptr, docs, rank, 5, off, terms, w, k, n_chunks=n)[1].tolist() == want
+                assert prune.search_batch(indptr, docs, rank, 5, off, terms, w, k, threads=n)[1].tolist() == want
+        print("in bounds")
+    """))
+    here = str(Path(levels.__file__).parents[2])  # the checkout under test, not an installed copy
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "in bounds"

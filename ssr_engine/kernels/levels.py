@@ -27,8 +27,8 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
-from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one
-from .topk import check_key_range, compact_failed, doc_key
+from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start
+from .topk import check_key_range, compact_failed, doc_key, heap_arrays
 
 # 2**12 masks per query: tabling and sorting them costs ~tens of microseconds at 12 terms, far
 # below such a query's postings; masks fit uint16
@@ -36,6 +36,9 @@ MAX_TERMS = 12
 _MASKS = 1 << MAX_TERMS
 # buffer entries per thread (at least 4 k): a cut keeps at most k, so a full buffer always empties
 _BUFFER = 4096
+_NO_CUT = np.int64(1) << 62  # above every document key (rank << 32 | doc, both < 2**31)
+# queries per slice of a batch at most (and at least 8 slices per thread when there are enough)
+_SLICE = 16
 
 
 @nb.njit(cache=True, nogil=True)
@@ -85,13 +88,17 @@ def _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop):
 @nb.njit(cache=True, nogil=True)
 def _cut(bd, bl, bk, nb_, bar, keep_tied, doc_rank):
     """Keep buffer entries of level < bar, and the `keep_tied` entries of level == bar with the
-    smallest id ranks (their keys are read here); returns the new entry count."""
+    smallest id ranks (their keys are read here).
+
+    Returns (the new entry count, the largest key kept on the bar level when ties were dropped,
+    else _NO_CUT): a later document on the bar level with a larger key cannot enter.
+    """
     tied = 0
     for i in range(nb_):
         if bl[i] == bar:
             bk[tied] = doc_key(doc_rank[bd[i]], bd[i])
             tied += 1
-    cut = np.sort(bk[:tied])[keep_tied - 1] if tied > keep_tied else np.int64(1) << 62
+    cut = np.sort(bk[:tied])[keep_tied - 1] if tied > keep_tied else _NO_CUT
     n = 0
     j = 0
     for i in range(nb_):  # in place: position n never passes position i
@@ -105,7 +112,7 @@ def _cut(bd, bl, bk, nb_, bar, keep_tied, doc_rank):
             bd[n] = bd[i]
             bl[n] = lv
             n += 1
-    return n
+    return n, cut
 
 
 @nb.njit(cache=True, nogil=True)
@@ -124,8 +131,11 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
     nl = _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop)
     hist[:nl] = 0
     bar = nl - 1
-    tie = -1  # the level equal to the caller's bar on (score, matches): only keys below bar_k enter
-    tie_key = np.int64(0)
+    # documents on the bar level with a key >= bar_key cannot enter: set by the caller's bar (its
+    # level's key) and by every cut that drops ties (the largest key kept + 1). They are dropped on
+    # reading their rank, never buffered: a huge list whose documents all tie at the bar would
+    # otherwise refill the buffer and be sorted again and again
+    bar_key = _NO_CUT
     if bar_s.shape[0]:
         # levels run by (score, matches) desc: the first one not strictly before the caller's bar
         lo_, hi_ = 0, nl
@@ -136,9 +146,8 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
             else:
                 hi_ = mid
         if lo_ < nl and lvl_score[lo_] == bar_s[q] and lvl_pop[lo_] == bar_m[q]:
-            tie = lo_
-            tie_key = bar_k[q]
             bar = lo_
+            bar_key = min(bar_k[q], _NO_CUT)
         else:
             bar = lo_ - 1
         if bar < 0:
@@ -151,17 +160,10 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
         end[j] = indptr[t + 1]
         last[j] = -1
     while True:
-        lo = n_docs
-        left = False
-        for j in range(m):
-            if cur[j] < end[j]:
-                left = True
-                d = np.int64(docs[cur[j]])
-                if d < lo:
-                    lo = d
+        lo = block_start(docs, cur, end, m, n_docs)
+        if lo < 0:
+            return -1
         if lo >= n_docs:
-            if left:
-                return -1
             break
         hi = min(lo + block, n_docs)
         nt = 0
@@ -191,11 +193,12 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
             mask[x] = 0
             if lv > bar or (live.shape[0] != 0 and not live[lo + x]):
                 continue
-            if lv == tie and doc_key(doc_rank[lo + x], lo + x) >= tie_key:
+            if lv == bar and bar_key != _NO_CUT and doc_key(doc_rank[lo + x], lo + x) >= bar_key:
                 continue
             if nbuf == bd.shape[0]:
                 # cut to the bar: at most cap entries stay, and the buffer holds >= 4 cap (see _BUFFER)
-                nbuf = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
+                nbuf, cut = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
+                bar_key = min(bar_key, cut + 1)
                 if cum > cap:
                     hist[bar] -= cum - cap
                     cum = cap
@@ -207,7 +210,8 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
             while cum - hist[bar] >= cap:
                 cum -= hist[bar]
                 bar -= 1
-    nbuf = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
+                bar_key = _NO_CUT
+    nbuf, _ = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
     # rank order: (level, id rank); keys double as the heap's keys in res_d
     for i in range(nbuf):
         bk[i] = doc_key(doc_rank[bd[i]], bd[i])
@@ -220,77 +224,135 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
     return nbuf
 
 
-@nb.njit(cache=True, parallel=True)
-def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block, n_chunks, live,
-                  buffer, bar_s, bar_m, bar_k):
+def workspace(rows, width, longest=64, entries=_BUFFER):
+    """Scratch arrays of the kernel, one row per thread (a caller may keep them across calls).
+
+    (mask uint16 [rows, width]; touched int64 [rows, width + 1]: the branch-free first touch writes
+    one entry past the block's distinct documents; cur, end, last int64: [rows, longest]; score
+    float64, pop int32, level int32, lvl_score float64, lvl_pop int32, hist int64: [rows, 2**12];
+    buffer docs int64, levels int32, keys int64: [rows, entries]; the heap union's acc float64,
+    cnt int32: [rows, width]). mask, acc and cnt are zero, and every call leaves them zero.
+    """
+    return (np.zeros((rows, width), np.uint16), np.empty((rows, width + 1), np.int64),
+            *(np.empty((rows, max(1, longest)), np.int64) for _ in range(3)),
+            np.empty((rows, _MASKS), np.float64), np.empty((rows, _MASKS), np.int32),
+            np.empty((rows, _MASKS), np.int32), np.empty((rows, _MASKS), np.float64),
+            np.empty((rows, _MASKS), np.int32), np.zeros((rows, _MASKS), np.int64),
+            np.empty((rows, entries), np.int64), np.empty((rows, entries), np.int32),
+            np.empty((rows, entries), np.int64), np.zeros((rows, width), np.float64),
+            np.zeros((rows, width), np.int32))
+
+
+def fits(work, rows, width, longest, entries) -> bool:
+    """True when `work` (from `workspace`) serves a call needing these sizes."""
+    return (work is not None and work[0].shape[0] >= rows and work[0].shape[1] == width
+            and work[2].shape[1] >= longest and work[11].shape[1] >= entries)
+
+
+@nb.njit(cache=True, nogil=True)
+def _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, live, caps_off,
+           res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k):
+    """Query q on workspace row t: levels for 1..MAX_TERMS terms and k > 0, else the heap union."""
+    base = caps_off[q]
+    cap = caps_off[q + 1] - base
+    if cap == 0:
+        return 0
+    mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop, hist, bd, bl, bk, acc, cnt = work
+    if k > 0 and q_offsets[q + 1] - q_offsets[q] <= MAX_TERMS:
+        return _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width, cap, live,
+                           mask[t], touched[t], cur[t], end[t], last[t], score[t], pop[t], level[t], lvl_score[t],
+                           lvl_pop[t], hist[t], (bd[t], bl[t], bk[t]), base, res_d, res_s, res_m, bar_s, bar_m,
+                           bar_k)
+    return _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, acc[t], cnt[t],
+                       touched[t], cur[t], end[t], last[t], base, cap, res_d, res_s, res_m, live, bar_s, bar_m, bar_k)
+
+
+@nb.njit(cache=True, nogil=True)
+def _levels_serial(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, width, live, work, bar_s,
+                   bar_m, bar_k):
+    """Every query on the calling thread (row 0): no thread team to wake for a single query.
+
+    A plain njit loop measured as fast as the parallel one on one thread (numba 0.68, RESULTS.md).
+    """
     nq = q_offsets.shape[0] - 1
     caps_off = region_offsets(q_offsets, q_terms, indptr, k)
-    longest = 1
-    for q in range(nq):
-        longest = max(longest, q_offsets[q + 1] - q_offsets[q])
-    width = min(block, max(n_docs, 1))
-    # the heap union's accumulators, only when some query takes it (allocated, not reassigned, in the
-    # parallel loop: a conditional reassignment there miscompiled)
-    heap_width = width if k <= 0 or longest > MAX_TERMS else 0
-    res_d = np.empty(caps_off[nq], dtype=np.int64)
-    res_s = np.empty(caps_off[nq], dtype=np.float64)
-    res_m = np.empty(caps_off[nq], dtype=np.int32)
+    res_s, res_m, res_d = heap_arrays(caps_off[nq])
     sizes = np.zeros(nq, dtype=np.int64)
-    for c in nb.prange(n_chunks):
-        mask = np.zeros(width, dtype=np.uint16)
-        touched = np.empty(width, dtype=np.int64)
-        cur = np.empty(longest, dtype=np.int64)
-        end = np.empty(longest, dtype=np.int64)
-        last = np.empty(longest, dtype=np.int64)
-        score = np.empty(_MASKS, dtype=np.float64)
-        pop = np.empty(_MASKS, dtype=np.int32)
-        level = np.empty(_MASKS, dtype=np.int32)
-        lvl_score = np.empty(_MASKS, dtype=np.float64)
-        lvl_pop = np.empty(_MASKS, dtype=np.int32)
-        hist = np.zeros(_MASKS, dtype=np.int64)
-        size0 = max(buffer, 4 * min(k, n_docs))
-        buf = (np.empty(size0, np.int64), np.empty(size0, np.int32), np.empty(size0, np.int64))
-        acc = np.zeros(heap_width, dtype=np.float64)
-        cnt = np.zeros(heap_width, dtype=np.int32)
-        for q in range(c, nq, n_chunks):
-            base = caps_off[q]
-            cap = caps_off[q + 1] - base
-            m = q_offsets[q + 1] - q_offsets[q]
-            if cap == 0:
-                continue
-            if k > 0 and m <= MAX_TERMS:
-                sizes[q] = _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width,
-                                            cap, live, mask, touched, cur, end, last, score, pop, level, lvl_score,
-                                            lvl_pop, hist, buf, base, res_d, res_s, res_m, bar_s, bar_m, bar_k)
-            else:
-                sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
-                                       acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live,
-                                       bar_s, bar_m, bar_k)
-            if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
+    for q in range(nq):
+        sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, live,
+                          caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k)
+        if sizes[q] < 0:  # corrupt postings: the workspace is dirty; stop (the caller clears it)
+            break
+    return compact_failed(caps_off, sizes, res_s, res_m, res_d)
+
+
+@nb.njit(cache=True, parallel=True)
+def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, width, live, work, bar_s, bar_m,
+                  bar_k, n_slices):
+    """Queries in n_slices contiguous slices taken by the threads one at a time (chunk size 1 set by
+    the caller), so an expensive slice or a thread slowed by another process holds nobody back."""
+    nq = q_offsets.shape[0] - 1
+    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
+    res_s, res_m, res_d = heap_arrays(caps_off[nq])
+    sizes = np.zeros(nq, dtype=np.int64)
+    dirty = np.zeros(work[0].shape[0], dtype=np.bool_)
+    for c in nb.prange(n_slices):
+        t = nb.get_thread_id()
+        for q in range(c * nq // n_slices, (c + 1) * nq // n_slices):
+            if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
                 break
+            sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, live,
+                              caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k)
+            dirty[t] = sizes[q] < 0
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,
-                 n_chunks=None, live=None, buffer=_BUFFER, bar=None):
+                 n_chunks=None, live=None, buffer=_BUFFER, work=None, bar=None):
     """Exact top-k of every query, as `ssr.search_batch` (same arguments, same results bit for bit).
 
     indptr int64[V + 1], docs uint32[P] (ascending per term), doc_rank uint32[N]; q_terms: distinct
     term ids per query in ascending weight order; `live`: bool or uint8[N] (None: every document).
     `bar`: as `ssr.search_batch`'s, per query the full key a document must rank strictly before
     (a live index's other segments); with it, the results are those without it that beat the bar.
+    `n_chunks`: threads (default Numba's current count); one thread, or one query, runs serially on
+    the calling thread. `work`: a list holding a `workspace` to use and keep (replaced in place when
+    too small; one call at a time), or None.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
-    if n_chunks is None:
-        n_chunks = nb.get_num_threads()
+    threads = nb.get_num_threads() if n_chunks is None else int(n_chunks)
     check_key_range(n_docs)
+    q_offsets = np.asarray(q_offsets, dtype=np.int64)
     nq = len(q_offsets) - 1
-    *out, bad = _levels_batch(indptr, docs, doc_rank, np.int64(n_docs), np.asarray(q_offsets, dtype=np.int64),
-                              np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64),
-                              np.int64(cap_k(k, n_docs)), np.int64(max(1, block)), np.int64(max(1, min(n_chunks, nq))),
-                              np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8),
-                              np.int64(max(1, buffer)), *_bar_arrays(bar, nq))
+    threads = max(1, min(threads, nq, int(nb.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+    width = int(min(max(1, block), max(n_docs, 1)))
+    k = cap_k(k, n_docs)
+    longest = int(np.diff(q_offsets).max()) if nq else 1
+    entries = max(1, buffer, 4 * k)
+    # a thread id may be any of the pool's (NUMBA_NUM_THREADS) rows
+    rows = 1 if threads == 1 else int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    holder = [None] if work is None else work
+    if not fits(holder[0], rows, width, longest, entries):
+        rows = max(rows, holder[0][0].shape[0] if holder[0] is not None else 1)
+        holder[0] = workspace(rows, width, max(longest, 64), entries)
+    args = (indptr, docs, doc_rank, np.int64(n_docs), q_offsets, np.asarray(q_terms, dtype=np.int64),
+            np.asarray(q_weights, dtype=np.float64), np.int64(k), np.int64(width),
+            np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8), holder[0],
+            *_bar_arrays(bar, nq))
+    if threads == 1:
+        *out, bad = _levels_serial(*args)
+    else:
+        before = nb.get_num_threads()
+        nb.set_num_threads(threads)
+        old_chunk = nb.set_parallel_chunksize(1)
+        try:
+            *out, bad = _levels_batch(*args, np.int64(min(nq, max(8 * threads, -(-nq // _SLICE)))))
+        finally:
+            nb.set_parallel_chunksize(old_chunk)
+            nb.set_num_threads(before)
     if bad:
+        for a in (holder[0][0], holder[0][14], holder[0][15]):  # mask, acc, cnt: left dirty by the abandoned query
+            a[...] = 0
         raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
                                "id >= N")
     return tuple(out)

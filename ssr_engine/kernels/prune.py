@@ -129,7 +129,7 @@ def _maxscore_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weigh
                   mask, acc, touched, cur, end, prefix, base, cap, res_d, res_s, res_m):
     """One query, m <= 64 terms, cap >= 1: MaxScore in document-range blocks; returns the result count.
 
-    mask uint64[block] and acc float64[block] must be zero and are left zero; touched int64[block];
+    mask uint64[block] and acc float64[block] must be zero and are left zero; touched int64[block + 1];
     cur, end int64[>= m]; prefix float64[>= m + 1]. Results go to res_*[base:base + cap], best first.
     """
     a = q_offsets[q]
@@ -306,7 +306,8 @@ def _search_par(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k
 
 def workspace(width, rows=None):
     """Zeroed per-thread accumulators for `search_batch`: (acc float64, cnt int32, mask uint64,
-    touched int64), each [rows, width]; rows default: Numba's thread pool size.
+    touched int64), each [rows, width] (touched [rows, width + 1]: see `ssr._search_one`); rows default:
+    Numba's thread pool size.
 
     Kept by a caller across calls (every kernel leaves them zeroed): allocating and zeroing them
     per call showed in single-query latency. One call at a time may use a workspace.
@@ -314,7 +315,7 @@ def workspace(width, rows=None):
     if rows is None:
         rows = int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     return (np.zeros((rows, width), dtype=np.float64), np.zeros((rows, width), dtype=np.int32),
-            np.zeros((rows, width), dtype=np.uint64), np.empty((rows, width), dtype=np.int64))
+            np.zeros((rows, width), dtype=np.uint64), np.empty((rows, width + 1), dtype=np.int64))
 
 
 # queries per slice: slices are handed to threads one at a time (chunk size 1), so a thread slowed

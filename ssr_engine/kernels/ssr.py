@@ -33,6 +33,26 @@ DEFAULT_BLOCK = 1 << 14
 # ------------------------------------------------------------------------- inverted search
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def block_start(docs, cur, end, m, n_docs):
+    """The next block's first document: the smallest unread posting of the m term cursors.
+
+    docs uint32[P]; cur/end int64[>= m], each term's next and past-the-end positions. Returns
+    n_docs when every list is read, -1 when an unread posting is >= n_docs (corrupt postings).
+    """
+    lo = n_docs
+    left = False
+    for j in range(m):
+        if cur[j] < end[j]:
+            left = True
+            d = np.int64(docs[cur[j]])
+            if d < lo:
+                lo = d
+    if lo >= n_docs and left:
+        return np.int64(-1)
+    return lo
+
+
 @nb.njit(cache=True, nogil=True)
 def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, block,
                 acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live, bar_s, bar_m, bar_k):
@@ -41,7 +61,9 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
     A block is the document range [lo, lo + block) starting at the smallest unread posting, so
     empty ranges are skipped; its accumulators stay cache-resident while every term's postings
     in the range are added. Terms are visited in the given (ascending weight) order in every
-    block, so each document's sum keeps the canonical order. `bar_s`/`bar_m`/`bar_k`: the full
+    block, so each document's sum keeps the canonical order. touched int64[block + 1]: the
+    branch-free first touch writes one entry past the block's distinct documents (when a block's
+    every document is touched and one more posting follows). `bar_s`/`bar_m`/`bar_k`: the full
     key (score, matches, doc key) a candidate must rank strictly before; empty: no bar.
     """
     bs = -np.inf
@@ -60,17 +82,10 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
         last[j] = -1
     size = 0
     while True:
-        lo = n_docs
-        left = False
-        for j in range(m):
-            if cur[j] < end[j]:
-                left = True
-                d = np.int64(docs[cur[j]])
-                if d < lo:
-                    lo = d
+        lo = block_start(docs, cur, end, m, n_docs)
+        if lo < 0:
+            return -1  # a posting >= N: corrupt postings_docs (never read past the arrays)
         if lo >= n_docs:
-            if left:
-                return -1  # a posting >= N: corrupt postings_docs (never read past the arrays)
             break
         # clipped at N, so a posting >= N ends the block instead of indexing doc_rank past its end
         hi = min(lo + block, n_docs)
@@ -132,7 +147,7 @@ def _search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
     for c in nb.prange(n_chunks):
         acc = np.zeros(width, dtype=np.float64)
         cnt = np.zeros(width, dtype=np.int32)
-        touched = np.empty(width, dtype=np.int64)
+        touched = np.empty(width + 1, dtype=np.int64)  # + 1: see _search_one
         cur = np.empty(longest, dtype=np.int64)
         end = np.empty(longest, dtype=np.int64)
         last = np.empty(longest, dtype=np.int64)
