@@ -36,6 +36,8 @@ MAX_TERMS = 12
 _MASKS = 1 << MAX_TERMS
 # buffer entries per thread (at least 4 k): a cut keeps at most k, so a full buffer always empties
 _BUFFER = 4096
+_EVERY_DOC = np.zeros(0, dtype=np.uint8)  # an empty live mask: no deletions (read-only, shared)
+_NO_BAR = (np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))  # no bar
 _NO_CUT = np.int64(1) << 62  # above every document key (rank << 32 | doc, both < 2**31)
 # queries per slice of a batch at most (and at least 8 slices per thread when there are enough)
 _SLICE = 16
@@ -327,7 +329,7 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
     threads = max(1, min(threads, nq, int(nb.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
     width = int(min(max(1, block), max(n_docs, 1)))
     k = cap_k(k, n_docs)
-    longest = int(np.diff(q_offsets).max()) if nq else 1
+    longest = int(q_offsets[1] - q_offsets[0]) if nq == 1 else int(np.diff(q_offsets).max()) if nq else 1
     entries = max(1, buffer, 4 * k)
     # a thread id may be any of the pool's (NUMBA_NUM_THREADS) rows
     rows = 1 if threads == 1 else int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
@@ -337,8 +339,8 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
         holder[0] = workspace(rows, width, max(longest, 64), entries)
     args = (indptr, docs, doc_rank, np.int64(n_docs), q_offsets, np.asarray(q_terms, dtype=np.int64),
             np.asarray(q_weights, dtype=np.float64), np.int64(k), np.int64(width),
-            np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8), holder[0],
-            *_bar_arrays(bar, nq))
+            _EVERY_DOC if live is None else np.asarray(live).view(np.uint8), holder[0],
+            *(_NO_BAR if bar is None else _bar_arrays(bar, nq)))
     if threads == 1:
         *out, bad = _levels_serial(*args)
     else:
