@@ -3,12 +3,14 @@
     build  --collection C --out DIR [--shards 4] [--runner ray|processes] [--only single|sharded]
         Time `build_index` (DIR/single) and `build_sharded` (DIR/sharded) of C, one after the other
         in this process (the single build in a child process, so Ray is not running meanwhile).
-    search --single DIR1 --sharded DIR2 --queries Q [-k 10 1000] [--rounds 2]
+    search --single DIR1 --sharded DIR2 --queries Q [-k 10 1000] [--rounds 2] [--latency 1000]
         Start a local Ray instance (timed), one actor per shard (timed), then for each k: every
         query through the single index (Searcher, all cores), through the actors (ShardedSearcher)
         and in this process (LocalSharded, no Ray); the best of `rounds` batch timings; every
         query's ids, score bits, matches and document numbers compared with the single index's.
-        Also the driver's merge alone, on the shards' own lists (the price of the merge).
+        Also the driver's merge alone, on the shards' own lists (the price of the merge), and the
+        latency of single queries (the first `latency` queries one after another, p50/p99 ms) through
+        the single index and through the actors.
 
 Run under `flock /tmp/ssr-bench.lock`, at normal priority. Prints JSON lines.
 """
@@ -16,7 +18,6 @@ Run under `flock /tmp/ssr-bench.lock`, at normal priority. Prints JSON lines.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -33,9 +34,8 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 
 from ssr_engine.eval.trec import read_queries  # noqa: E402
 
-
-def emit(**record) -> None:
-    print(json.dumps(record), flush=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from partsbench import emit, identical, latency, timed  # noqa: E402
 
 
 def build(args: argparse.Namespace) -> None:
@@ -61,20 +61,6 @@ def build(args: argparse.Namespace) -> None:
              terms=[s.terms for s in m.shards])
 
 
-def identical(a, b) -> bool:
-    return (a.ids.tolist() == b.ids.tolist() and a.scores.tobytes() == b.scores.tobytes()
-            and a.matches.tolist() == b.matches.tolist() and a.docs.tolist() == b.docs.tolist())
-
-
-def timed(fn, rounds: int):
-    best, out = float("inf"), None
-    for _ in range(rounds):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
-
-
 def search(args: argparse.Namespace) -> None:
     import ray
 
@@ -95,11 +81,11 @@ def search(args: argparse.Namespace) -> None:
     for s in (single, ray_s, local):  # warm-up: kernels loaded, pages mapped
         s.search_batch(queries[:200], 10)
     for k in args.k:
-        t_one, want = timed(lambda k=k: single.search_batch(queries, k), args.rounds)
-        t_ray, got = timed(lambda k=k: ray_s.search_batch(queries, k), args.rounds)
+        t_one, _, want = timed(lambda k=k: single.search_batch(queries, k), args.rounds)
+        t_ray, _, got = timed(lambda k=k: ray_s.search_batch(queries, k), args.rounds)
         bad_ray = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
         del got
-        t_local, got = timed(lambda k=k: local.search_batch(queries, k), args.rounds)
+        t_local, _, got = timed(lambda k=k: local.search_batch(queries, k), args.rounds)
         bad_local = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
         del got
         # the merge alone: every shard's own top k (one round of all queries), merged as the driver does
@@ -117,6 +103,10 @@ def search(args: argparse.Namespace) -> None:
              local_ratio=round(t_one / t_local, 3), merge_seconds=round(t_merge, 3), shard_rows=rows,
              mismatches_ray=bad_ray, mismatches_local=bad_local, results=sum(len(r) for r in want))
         del want, parts
+        if args.latency:
+            one = latency(single, queries[: args.latency], k)
+            through = latency(ray_s, queries[: args.latency], k)
+            emit(phase="latency", k=k, queries=min(args.latency, n), single_ms=one, ray_ms=through)
     ray_s.close()
     ray.shutdown()
 
@@ -136,6 +126,7 @@ def main() -> None:
     s.add_argument("--queries", required=True)
     s.add_argument("-k", type=int, nargs="+", default=[10, 1000])
     s.add_argument("--rounds", type=int, default=2)
+    s.add_argument("--latency", type=int, default=1000, help="single queries timed one by one (0: none)")
     args = p.parse_args()
     build(args) if args.cmd == "build" else search(args)
 

@@ -4,13 +4,18 @@
         Build C as `parts` segments (one build, then parts - 1 `LiveIndex.add`s), deleting a fraction
         of the live ids after each add; build the live documents fresh; compare every query's top k
         (ids, score bits, matches). Then q/s of the live index, of it compacted, and of the fresh build.
-    big    --collection C --work DIR [--docs 1000] [--rounds 3]
-        On the whole collection (8.8M): time a fresh build, then `rounds` times: add `docs` new
-        documents until a reopened Searcher sees them, and delete `docs` ids; then compaction.
+    big    --collection C --work DIR [--docs 1000] [--rounds 3] [--compact] [--live-tsv F]
+        On the whole collection (8.8M): time a fresh build (unless DIR/idx exists), then `rounds` times:
+        add `docs` new documents until a reopened Searcher sees them, and delete `docs` ids; then
+        compaction; `--live-tsv`: then (untimed) write the live documents, for `fresh`.
+    fresh  --collection F --out DIR [--compacted C] [--queries Q]
+        Time a fresh build of F (the live documents `big --live-tsv` wrote); with C and Q, the first
+        500 queries' top 1000 compared with the compacted index (ids, score bits, matches).
 
-    qps    --live L --compacted C --queries Q [-k 1000] [--limit N] [--repeat 2]
-        Existing indexes: a live one and the same documents compacted (or built fresh). Every query's
-        top k compared (ids, score bits, matches), then q/s of each, alternating, `repeat` times.
+    qps    --live L --compacted C --queries Q [-k 10 1000] [--limit N] [--repeat 2]
+        Existing indexes: a live one and the same documents compacted (or built fresh). For each k:
+        every query's top k compared (ids, score bits, matches), then q/s of each, alternating, `repeat`
+        times (wall and per CPU second of this process).
 
 Run under `flock /tmp/ssr-bench.lock`. Prints JSON lines.
 """
@@ -18,7 +23,6 @@ Run under `flock /tmp/ssr-bench.lock`. Prints JSON lines.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import sys
@@ -35,9 +39,8 @@ from ssr_engine.eval.trec import read_queries  # noqa: E402
 from ssr_engine.live import LiveIndex  # noqa: E402
 from ssr_engine.search import Searcher  # noqa: E402
 
-
-def emit(**record) -> None:
-    print(json.dumps(record), flush=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from partsbench import emit, identical, timed  # noqa: E402
 
 
 def split(collection: Path, work: Path, parts: int) -> list[Path]:
@@ -65,10 +68,18 @@ def qps(searcher: Searcher, queries: list[str], k: int, threads: int) -> dict:
     """Queries per second of wall time and per CPU second of this process (all its threads): on a
     shared machine the second is the steadier ratio."""
     searcher.search_batch(queries[:256], k, threads=threads)  # warm
-    t, c = time.perf_counter(), time.process_time()
-    searcher.search_batch(queries, k, threads=threads)
-    return {"qps": round(len(queries) / (time.perf_counter() - t), 1),
-            "qps_per_cpu_second": round(len(queries) / (time.process_time() - c), 1)}
+    wall, cpu, _ = timed(lambda: searcher.search_batch(queries, k, threads=threads), 1)
+    return {"qps": round(len(queries) / wall, 1), "qps_per_cpu_second": round(len(queries) / cpu, 1)}
+
+
+def same_results(a: Searcher, b: Searcher, queries: list[str], k: int) -> int:
+    """How many queries' top k are identical (ids, score bits, matches) in a and b."""
+    same = 0
+    for start in range(0, len(queries), 1024):
+        chunk = queries[start : start + 1024]
+        same += sum(identical(x, y, docs=False) for x, y in zip(a.search_batch(chunk, k), b.search_batch(chunk, k),
+                                                                strict=True))
+    return same
 
 
 def exact(args: argparse.Namespace) -> None:
@@ -106,15 +117,8 @@ def exact(args: argparse.Namespace) -> None:
     emit(step="fresh build of the live documents", seconds=round(time.perf_counter() - t, 2))
     queries = list(read_queries(args.queries).values())
     a, b = Searcher(index), Searcher(fresh)
-    same = differ = 0
-    for start in range(0, len(queries), 1024):
-        chunk = queries[start : start + 1024]
-        for x, y in zip(a.search_batch(chunk, args.k), b.search_batch(chunk, args.k), strict=True):
-            ok = (x.ids.tolist() == y.ids.tolist() and x.scores.tobytes() == y.scores.tobytes()
-                  and x.matches.tolist() == y.matches.tolist())
-            same += ok
-            differ += not ok
-    emit(step="compare", queries=len(queries), k=args.k, identical=same, different=differ)
+    same = same_results(a, b, queries, args.k)
+    emit(step="compare", queries=len(queries), k=args.k, identical=same, different=len(queries) - same)
     emit(step="qps live", segments=args.parts, **qps(a, queries, args.k, args.threads))
     t = time.perf_counter()
     r = writer.compact()
@@ -122,11 +126,7 @@ def exact(args: argparse.Namespace) -> None:
     a.reopen()
     emit(step="qps compacted", **qps(a, queries, args.k, args.threads))
     emit(step="qps fresh", **qps(b, queries, args.k, args.threads))
-    x_all = a.search_batch(queries[:500], args.k)
-    y_all = b.search_batch(queries[:500], args.k)
-    emit(step="compacted vs fresh", identical=sum(x.ids.tolist() == y.ids.tolist() and
-                                                  x.scores.tobytes() == y.scores.tobytes()
-                                                  for x, y in zip(x_all, y_all, strict=True)), of=500)
+    emit(step="compacted vs fresh", identical=same_results(a, b, queries[:500], args.k), of=500)
 
 
 def compare_qps(args: argparse.Namespace) -> None:
@@ -134,18 +134,13 @@ def compare_qps(args: argparse.Namespace) -> None:
     live, compacted = Searcher(args.live), Searcher(args.compacted)
     emit(step="open", live_docs=live.n_docs, compacted_docs=compacted.n_docs,
          segments=len(LiveIndex(args.live).info()["segments"]))
-    same = 0
-    for start in range(0, len(queries), 1024):
-        chunk = queries[start : start + 1024]
-        for x, y in zip(live.search_batch(chunk, args.k), compacted.search_batch(chunk, args.k), strict=True):
-            same += (x.ids.tolist() == y.ids.tolist() and x.scores.tobytes() == y.scores.tobytes()
-                     and x.matches.tolist() == y.matches.tolist())
-    emit(step="compare", queries=len(queries), k=args.k, identical=same)
-    for round_ in range(args.repeat):
-        a = qps(live, queries, args.k, args.threads)
-        b = qps(compacted, queries, args.k, args.threads)
-        emit(step="qps", round=round_, live=a, compacted=b, ratio_wall=round(a["qps"] / b["qps"], 3),
-             ratio_cpu=round(a["qps_per_cpu_second"] / b["qps_per_cpu_second"], 3))
+    for k in args.k:
+        emit(step="compare", queries=len(queries), k=k, identical=same_results(live, compacted, queries, k))
+        for round_ in range(args.repeat):
+            a = qps(live, queries, k, args.threads)
+            b = qps(compacted, queries, k, args.threads)
+            emit(step="qps", k=k, round=round_, live=a, compacted=b, ratio_wall=round(a["qps"] / b["qps"], 3),
+                 ratio_cpu=round(a["qps_per_cpu_second"] / b["qps_per_cpu_second"], 3))
 
 
 def big(args: argparse.Namespace) -> None:
@@ -166,6 +161,8 @@ def big(args: argparse.Namespace) -> None:
     r = writer.delete(["no-such-id"])  # the base segment's id table is made on the first change
     emit(step="first change (id table of the base segment)", seconds=round(time.perf_counter() - t, 2))
     n = searcher.n_docs
+    gone: set[str] = set()
+    new_docs: dict[str, str] = {}
     next_id = 10**8 + args.seed * 10**7  # a later run (another seed) adds new ids
     for round_ in range(args.rounds):
         docs = [(str(next_id + i), sample[int(j)]) for i, j in enumerate(rng.integers(0, len(sample), args.docs))]
@@ -188,11 +185,32 @@ def big(args: argparse.Namespace) -> None:
         emit(step="delete", round=round_, deleted=r["deleted"], unknown=r["unknown"], seconds=round(deleted, 3),
              visible_seconds=round(time.perf_counter() - t, 3), visible_cpu_seconds=round(time.process_time() - c, 3),
              live=searcher.n_docs)
+        gone.update(victims)
+        new_docs.update(docs)
     if args.compact:
         t, c = time.perf_counter(), time.process_time()
         r = writer.compact()
         emit(step="compact", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1),
              documents=r["documents"], dropped=r["dropped"], segments_before=r["segments_before"])
+    if args.live_tsv:
+        # ids deleted before they were added again are none here: added ids are new, victims are base ids
+        with open(args.collection, "rb") as f, open(args.live_tsv, "wb") as out:
+            for line in f:
+                if line.split(b"\t", 1)[0].decode() not in gone:
+                    out.write(line)
+            for doc_id, text in new_docs.items():
+                out.write(f"{doc_id}\t{text}\n".encode())
+        emit(step="live documents written", path=args.live_tsv, deleted=len(gone), added=len(new_docs))
+
+
+def fresh(args: argparse.Namespace) -> None:
+    t, c = time.perf_counter(), time.process_time()
+    build_index(args.collection, args.out, quiet=True)
+    emit(step="fresh build", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1))
+    if args.compacted and args.queries:
+        queries = list(read_queries(args.queries).values())[:500]
+        emit(step="compacted vs fresh", k=1000, of=len(queries),
+             identical=same_results(Searcher(args.compacted), Searcher(args.out), queries, 1000))
 
 
 def main() -> None:
@@ -214,16 +232,22 @@ def main() -> None:
     b.add_argument("--rounds", type=int, default=3)
     b.add_argument("--compact", action="store_true")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--live-tsv")
+    f = sub.add_parser("fresh")
+    f.add_argument("--collection", required=True)
+    f.add_argument("--out", required=True)
+    f.add_argument("--compacted")
+    f.add_argument("--queries")
     c = sub.add_parser("qps")
     c.add_argument("--live", required=True)
     c.add_argument("--compacted", required=True)
     c.add_argument("--queries", required=True)
-    c.add_argument("-k", type=int, default=1000)
+    c.add_argument("-k", type=int, nargs="+", default=[10, 1000])
     c.add_argument("--threads", type=int, default=2)
     c.add_argument("--limit", type=int, default=None)
     c.add_argument("--repeat", type=int, default=2)
     args = p.parse_args()
-    {"exact": exact, "big": big, "qps": compare_qps}[args.cmd](args)
+    {"exact": exact, "big": big, "qps": compare_qps, "fresh": fresh}[args.cmd](args)
 
 
 if __name__ == "__main__":

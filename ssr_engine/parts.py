@@ -40,6 +40,7 @@ from .format import Index
 from .hashing import hash_mask, hash_spans
 from .kernels import levels
 from .kernels import ssr as kernels
+from .kernels.candidates import CorruptIndexData
 from .kernels.merge import merge_ranked, order_candidates, select_candidates
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
 from .scoring import signal_weight
@@ -306,45 +307,25 @@ class PartsSearcher:
         return self._merge(results, len(queries), k)
 
     def _ssr_barred(self, nq: int, k: int, per_part) -> list[SearchResult]:
-        """The inverted kernel over the parts one after another, largest first, each behind a bar.
+        """The parts in one kernel call (`kernels.live.search_parts`), largest first, each behind a bar.
 
-        After each part the top k so far is merged (full key; ids compared as UTF-8 bytes); its k-th
-        entry is the bar of the next part: a document there must rank strictly before it (on score
-        and matches, or on a tie, by id: the k-th id becomes the part's own rank through
-        `count_below`), as k known documents rank before it otherwise. So later parts keep, and
-        the merge reads, only documents that can still enter the top k instead of k per part.
+        Per query the top k so far bars the next part: a document there must rank strictly before its
+        k-th entry (on score and matches, or on a tie, by id), as k known documents rank before it
+        otherwise. So later parts keep, and the merge reads, only documents that can still enter the top k.
         """
-        from .kernels.live import count_below, merge_two
+        from .kernels.live import search_parts
 
         id_offsets, id_bytes, orders = self._id_tables()
-        top: tuple[np.ndarray, ...] | None = None  # offsets, docs (collection numbers), scores, matches
-        for i in sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live):
-            ix = self.parts[i].index
-            offsets, terms, weights, _ = per_part[i]
-            bar = None
-            if top is not None:
-                off, t_docs, t_scores, t_matches = top
-                bar = (np.full(nq, -np.inf), np.zeros(nq, dtype=np.int32), np.zeros(nq, dtype=np.int64))
-                full = np.flatnonzero(np.diff(off) >= k)  # fewer than k known: no bar
-                last = off[full] + k - 1
-                bar[0][full], bar[1][full] = t_scores[last], t_matches[last]
-                below = count_below(orders[i], self.bases[i], id_offsets, id_bytes, t_docs[last], self.integer)
-                bar[2][full] = below << 32  # doc_key: ranks >= below tie with the k-th or follow it
-            with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
-                off, docs, scores, matches = self._inverted(
-                    ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs, offsets, terms, weights, k,
-                    block=self.block, live=self.live[i], bar=bar)
-            docs = docs + self.bases[i]
-            if top is None:
-                top = (off, docs, scores, matches)
-                continue
-            all_docs, all_scores, all_matches = (np.concatenate([a, b]) for a, b in
-                                                 zip(top[1:], (docs, scores, matches), strict=True))
-            new_off, rows = merge_two(top[0], off, all_docs, all_scores, all_matches, k, id_offsets, id_bytes,
-                                      self.integer)
-            top = (new_off, all_docs[rows], all_scores[rows], all_matches[rows])
-        assert top is not None
-        off, docs, scores, matches = top
+        order = sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live)
+        parts = [(int(self.bases[i]), self.parts[i].n_docs, self.parts[i].index.postings_indptr,
+                  self.parts[i].index.postings_docs, self.ranks[i], self.live[i], orders[i]) for i in order]
+        queries = [per_part[i][:3] for i in order]
+        off, docs, scores, matches, bad = search_parts(parts, queries, min(k, int(self.bases[-1])), id_offsets,
+                                                       id_bytes, self.integer, self.block, heap=self.method == "union")
+        if bad >= 0:
+            with kernel_guard(self.parts[order[bad]].index):  # a segment that lies is an error naming it
+                raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "
+                                       "document id >= N")
         part = np.searchsorted(self.bases, docs, side="right") - 1
         width = 1
         id_parts = []

@@ -175,6 +175,9 @@ def test_parts_answer_as_one_fresh_build(tmp_path, scoring, kind):
         exhaustive = PartsSearcher(parts, method="exhaustive")
         for k in (1, None):
             assert_identical(exhaustive.search_batch(queries, k), reference.search_batch(queries, k))
+        union = PartsSearcher(parts, method="union")  # the parts' kernel call on the heap union, behind bars
+        for k in (1, 7, 40):
+            assert_identical(union.search_batch(queries, k), reference.search_batch(queries, k))
     assert searcher.pool_sizes(queries).tolist() == reference.pool_sizes(queries).tolist()
     for q in queries[:20]:
         hit = searcher.search(q, 1)

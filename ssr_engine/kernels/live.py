@@ -1,5 +1,5 @@
-"""Numba kernels for live indexes: reading documents back out of a segment (compaction), and the
-id look-up that turns a segment's bar into its own rank (`count_below`).
+"""Numba kernels for live indexes: reading documents back out of a segment (compaction), and the search
+of a collection made of parts (live segments, shards) in one call (`search_parts`).
 
 Arrays in, arrays out; every kernel accepts read-only (memory-mapped) arrays.
 """
@@ -9,7 +9,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .candidates import region_offsets
+from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one
 from .merge import span_compare
+from .ssr import _search_one
 
 
 @nb.njit(cache=True, nogil=True)
@@ -63,24 +66,27 @@ def term_frequencies(indptr, docs, tfs, terms, doc_of):
     return out
 
 
+@nb.njit(cache=True, nogil=True)
+def _below(order, base, id_offsets, id_bytes, probe, integer):
+    """How many of a part's documents (base + order[i], in id order) have an id sorting before document probe's."""
+    pa = id_offsets[probe]
+    pz = id_offsets[probe + 1]
+    lo = 0
+    hi = order.shape[0]
+    while lo < hi:  # the first position whose id is not before the probe's
+        mid = (lo + hi) >> 1
+        d = base + order[mid]
+        if span_compare(id_bytes, id_offsets[d], id_offsets[d + 1], id_bytes, pa, pz, integer) < 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, nogil=True)
 def _count_below(order, base, id_offsets, id_bytes, probes, integer, out):
-    n = order.shape[0]
-    for q in nb.prange(probes.shape[0]):
-        pa = id_offsets[probes[q]]
-        pz = id_offsets[probes[q] + 1]
-        lo = 0
-        hi = n
-        while lo < hi:  # the first position whose id is not before the probe's
-            mid = (lo + hi) >> 1
-            d = base + order[mid]
-            if span_compare(id_bytes, id_offsets[d], id_offsets[d + 1], id_bytes, pa, pz, integer) < 0:
-                lo = mid + 1
-            else:
-                hi = mid
-        out[q] = lo
+    for q in range(probes.shape[0]):
+        out[q] = _below(order, base, id_offsets, id_bytes, probes[q], integer)
 
 
 def count_below(order, base, id_offsets, id_bytes, probes, integer):
@@ -89,6 +95,7 @@ def count_below(order, base, id_offsets, id_bytes, probes, integer):
     Ids of the whole collection as UTF-8: document g's is id_bytes[id_offsets[g]:id_offsets[g + 1]]
     (id_offsets int64[N + 1]); the part's documents are base + order[i], in id order (int64[n]);
     probes int64[P]: documents (any part); integer: the collection's id order (`kernels.merge`).
+    The kernel's bar (`_parts_batch`) counts the same way, one probe at a time.
     """
     out = np.empty(len(probes), dtype=np.int64)
     _count_below(np.asarray(order, dtype=np.int64), np.int64(base), id_offsets, id_bytes,
@@ -96,41 +103,173 @@ def count_below(order, base, id_offsets, id_bytes, probes, integer):
     return out
 
 
-@nb.njit(cache=True, parallel=True)
-def _merge_two(a_off, b_off, n_a, docs, scores, matches, id_offsets, id_bytes, integer, out_off, out_rows):
-    for q in nb.prange(a_off.shape[0] - 1):
-        i, ie = a_off[q], a_off[q + 1]
-        j, je = b_off[q] + n_a, b_off[q + 1] + n_a
-        for o in range(out_off[q], out_off[q + 1]):
-            take_a = j >= je
-            if not take_a and i < ie:
-                if scores[i] != scores[j]:
-                    take_a = scores[i] > scores[j]
-                elif matches[i] != matches[j]:
-                    take_a = matches[i] > matches[j]
-                else:
-                    x, y = docs[i], docs[j]
-                    take_a = span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
-                                          id_offsets[y + 1], integer) < 0
-            if take_a:
-                out_rows[o] = i
-                i += 1
+@nb.njit(cache=True, nogil=True)
+def _merge_one(a_d, a_s, a_m, na, b_d, b_s, b_m, nb_, k, id_offsets, id_bytes, integer, o_d, o_s, o_m):
+    """The best min(na + nb_, k) of two ranked lists (collection document numbers) by the full key,
+    ids compared as the collection orders them; written to o_*; returns the count."""
+    i = 0
+    j = 0
+    n = min(na + nb_, k)
+    for o in range(n):
+        take_a = j >= nb_
+        if not take_a and i < na:
+            if a_s[i] != b_s[j]:
+                take_a = a_s[i] > b_s[j]
+            elif a_m[i] != b_m[j]:
+                take_a = a_m[i] > b_m[j]
             else:
-                out_rows[o] = j
-                j += 1
+                x, y = a_d[i], b_d[j]
+                take_a = span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
+                                      id_offsets[y + 1], integer) < 0
+        if take_a:
+            o_d[o], o_s[o], o_m[o] = a_d[i], a_s[i], a_m[i]
+            i += 1
+        else:
+            o_d[o], o_s[o], o_m[o] = b_d[j], b_s[j], b_m[j]
+            j += 1
+    return n
 
 
-def merge_two(a_off, b_off, docs, scores, matches, k, id_offsets, id_bytes, integer):
-    """Merge two ranked lists per query (rows of list a, then of list b, in `docs`/`scores`/`matches`)
-    by the full key into each query's best k; ids compared through the collection's UTF-8 ids
-    (`count_below`), docs being collection-wide numbers.
+@nb.njit(cache=True, parallel=True)
+def _parts_batch(indptrs, docss, ranks, lives, orders, starts, sizes_, q_offs, q_termss, q_weightss, k, block,
+                 n_chunks, id_offsets, id_bytes, integer, caps_off, max_terms):
+    n_parts = starts.shape[0]
+    nq = caps_off.shape[0] - 1
+    longest = 1
+    widest = 1
+    for s in range(n_parts):
+        widest = max(widest, sizes_[s])
+        qo = q_offs[s]
+        for q in range(nq):
+            longest = max(longest, qo[q + 1] - qo[q])
+    width = min(block, widest)
+    heap_width = width if longest > max_terms else 0
+    out_d = np.empty(caps_off[nq], dtype=np.int64)
+    out_s = np.empty(caps_off[nq], dtype=np.float64)
+    out_m = np.empty(caps_off[nq], dtype=np.int32)
+    sizes = np.zeros(nq, dtype=np.int64)
+    bad = np.zeros(nq, dtype=np.int64)  # 1 + the part whose postings are corrupt
+    for c in nb.prange(n_chunks):
+        mask = np.zeros(width, dtype=np.uint16)
+        touched = np.empty(width + 1, dtype=np.int64)
+        cur = np.empty(longest, dtype=np.int64)
+        end = np.empty(longest, dtype=np.int64)
+        last = np.empty(longest, dtype=np.int64)
+        score = np.empty(_MASKS, dtype=np.float64)
+        pop = np.empty(_MASKS, dtype=np.int32)
+        level = np.empty(_MASKS, dtype=np.int32)
+        lvl_score = np.empty(_MASKS, dtype=np.float64)
+        lvl_pop = np.empty(_MASKS, dtype=np.int32)
+        hist = np.zeros(_MASKS, dtype=np.int64)
+        size0 = max(_BUFFER, 4 * k)
+        buf = (np.empty(size0, np.int64), np.empty(size0, np.int32), np.empty(size0, np.int64))
+        acc = np.zeros(heap_width, dtype=np.float64)
+        cnt = np.zeros(heap_width, dtype=np.int32)
+        # one part's results, the running top k and the merge's output (swapped with the top)
+        r_d, r_s, r_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
+        t_d, t_s, t_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
+        u_d, u_s, u_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
+        bar_s = np.empty(nq, dtype=np.float64)
+        bar_m = np.empty(nq, dtype=np.int32)
+        bar_k = np.empty(nq, dtype=np.int64)
+        for q in range(c, nq, n_chunks):
+            nt = 0
+            for s in range(n_parts):
+                qo = q_offs[s]
+                m = qo[q + 1] - qo[q]
+                if m == 0:
+                    continue
+                indptr = indptrs[s]
+                cap = np.int64(0)
+                for j in range(qo[q], qo[q + 1]):
+                    t = q_termss[s][j]
+                    cap += indptr[t + 1] - indptr[t]
+                cap = min(cap, k)
+                if cap == 0:
+                    continue
+                bar_s[q] = -np.inf
+                if nt == k:  # k documents known: this part's must rank before the k-th of them
+                    bar_s[q] = t_s[k - 1]
+                    bar_m[q] = t_m[k - 1]
+                    bar_k[q] = _below(orders[s], starts[s], id_offsets, id_bytes, t_d[k - 1], integer) << 32
+                n_docs = sizes_[s]
+                if m <= max_terms:
+                    nr = _levels_one(q, indptr, docss[s], ranks[s], n_docs, qo, q_weightss[s], q_termss[s], width,
+                                     cap, lives[s], mask, touched, cur, end, last, score, pop, level, lvl_score,
+                                     lvl_pop, hist, buf, 0, r_d, r_s, r_m, bar_s, bar_m, bar_k)
+                else:
+                    nr = _search_one(q, indptr, docss[s], ranks[s], n_docs, qo, q_termss[s], q_weightss[s], width,
+                                     acc, cnt, touched, cur, end, last, 0, cap, r_d, r_s, r_m, lives[s],
+                                     bar_s, bar_m, bar_k)
+                if nr < 0:  # corrupt postings: this thread's accumulators are dirty; stop it
+                    bad[q] = s + 1
+                    break
+                for i in range(nr):  # the part's keys to collection document numbers
+                    r_d[i] = starts[s] + (r_d[i] & 0xFFFFFFFF)
+                nt = _merge_one(t_d, t_s, t_m, nt, r_d, r_s, r_m, nr, k, id_offsets, id_bytes, integer,
+                                u_d, u_s, u_m)
+                t_d[:nt] = u_d[:nt]
+                t_s[:nt] = u_s[:nt]
+                t_m[:nt] = u_m[:nt]
+            if bad[q]:
+                break
+            base = caps_off[q]
+            for i in range(nt):
+                out_d[base + i] = t_d[i]
+                out_s[base + i] = t_s[i]
+                out_m[base + i] = t_m[i]
+            sizes[q] = nt
+    return sizes, out_d, out_s, out_m, bad
 
-    Returns (out_offsets int64[Q + 1], rows int64 into the concatenated arrays).
+
+def _frozen(a, dtype):
+    """a as a read-only C array of dtype (a typed list holds arrays of one type; memory maps are read-only)."""
+    a = np.ascontiguousarray(a, dtype=dtype).view()
+    a.flags.writeable = False
+    return a
+
+
+def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chunks=None, heap=False):
+    """Exact top k of every query over a collection's parts in one parallel call (`levels`, behind a bar).
+
+    parts: per part (first collection number, n_docs, indptr int64[V + 1], docs uint32[P], rank uint32[n]
+    (ties in the collection's id order), live bool[n] or None, order int64[n] (its documents in id order));
+    searched in the given order (largest first makes the bar tighten soonest). queries: per part
+    (offsets int64[Q + 1], terms int64, weights float64), each query's terms in ascending weight, weights
+    the collection's. Per query, part after part: `levels._levels_one` (past MAX_TERMS terms, or with
+    `heap`, the heap union `ssr._search_one`) behind a bar, the k-th entry of the top k so far (its id
+    turned into the part's own rank by binary search over the part's ids, as UTF-8 in
+    `id_bytes[id_offsets[g]:id_offsets[g + 1]]`), then merged into it (`_merge_one`). One parallel
+    region for the batch: no Python between the parts.
+    Returns (offsets int64[Q + 1], docs int64 (collection numbers), scores float64, matches int32,
+    corrupt part index or -1).
     """
-    counts = np.minimum(np.diff(a_off) + np.diff(b_off), k)
-    out_off = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=out_off[1:])
-    rows = np.empty(int(out_off[-1]), dtype=np.int64)
-    _merge_two(np.asarray(a_off, dtype=np.int64), np.asarray(b_off, dtype=np.int64), np.int64(a_off[-1]), docs,
-               scores, matches, id_offsets, id_bytes, bool(integer), out_off, rows)
-    return out_off, rows
+    from numba.typed import List
+
+    if n_chunks is None:
+        n_chunks = nb.get_num_threads()
+    nq = len(queries[0][0]) - 1
+    caps = np.zeros(nq, dtype=np.int64)
+    for (_, _, indptr, _, _, _, _), (offsets, terms, _) in zip(parts, queries, strict=True):
+        caps += np.diff(region_offsets(offsets, terms, indptr, k))
+    caps_off = np.zeros(nq + 1, dtype=np.int64)
+    np.cumsum(np.minimum(caps, k), out=caps_off[1:])
+    lists = [List() for _ in range(8)]
+    empty = np.zeros(0, dtype=np.uint8)
+    for (_, _, indptr, docs, rank, live, order), (offsets, terms, weights) in zip(parts, queries, strict=True):
+        for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
+                                      offsets, terms, weights),
+                              (np.int64, np.uint32, np.uint32, np.uint8, np.int64, np.int64, np.int64, np.float64),
+                              strict=True):
+            lst.append(_frozen(a, dt))
+    starts = np.array([p[0] for p in parts], dtype=np.int64)
+    sizes = np.array([p[1] for p in parts], dtype=np.int64)
+    got, docs, scores, matches, bad = _parts_batch(*lists[:5], starts, sizes, *lists[5:], np.int64(k),
+                                                   np.int64(max(1, block)), np.int64(max(1, min(n_chunks, nq))),
+                                                   id_offsets, id_bytes, bool(integer), caps_off,
+                                                   np.int64(0 if heap else MAX_TERMS))
+    offsets = np.zeros(nq + 1, dtype=np.int64)
+    np.cumsum(got, out=offsets[1:])
+    keep = np.repeat(caps_off[:-1] - offsets[:-1], got) + np.arange(int(offsets[-1]), dtype=np.int64)
+    hit = np.flatnonzero(bad)
+    return offsets, docs[keep], scores[keep], matches[keep], int(bad[hit[0]]) - 1 if hit.shape[0] else -1

@@ -1,0 +1,40 @@
+"""What bench_live.py and bench_distributed.py share: JSON lines, result equality, batch timings, latency."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from ssr_engine.eval.stats import percentiles
+
+
+def emit(**record) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def identical(a, b, docs: bool = True) -> bool:
+    """Two SearchResults equal: ids, score bits, matches (and document numbers when `docs`)."""
+    return (a.ids.tolist() == b.ids.tolist() and a.scores.tobytes() == b.scores.tobytes()
+            and a.matches.tolist() == b.matches.tolist() and (not docs or a.docs.tolist() == b.docs.tolist()))
+
+
+def timed(fn, rounds: int):
+    """(best wall seconds of `rounds` calls, that call's CPU seconds of this process (all threads), its result)."""
+    best, cpu, out = float("inf"), 0.0, None
+    for _ in range(rounds):
+        t, c = time.perf_counter(), time.process_time()
+        out = fn()
+        wall = time.perf_counter() - t
+        if wall < best:
+            best, cpu = wall, time.process_time() - c
+    return best, cpu, out
+
+
+def latency(searcher, queries: list[str], k: int) -> dict[str, float]:
+    """p50 and p99 milliseconds of single queries, one after another (`searcher.search`)."""
+    ms = []
+    for q in queries:
+        t = time.perf_counter()
+        searcher.search(q, k)
+        ms.append((time.perf_counter() - t) * 1000)
+    return {key: round(v, 3) for key, v in percentiles(ms, (50, 99)).items()}
