@@ -165,7 +165,7 @@ def _parts_batch(indptrs, docss, ranks, lives, orders, starts, sizes_, q_offs, q
         buf = (np.empty(size0, np.int64), np.empty(size0, np.int32), np.empty(size0, np.int64))
         acc = np.zeros(heap_width, dtype=np.float64)
         cnt = np.zeros(heap_width, dtype=np.int32)
-        # one part's results, the running top k and the merge's output (swapped with the top)
+        # one part's results, the running top k and the merge's output (copied back into the top)
         r_d, r_s, r_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
         t_d, t_s, t_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
         u_d, u_s, u_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
