@@ -244,8 +244,6 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     Returns (offsets int64[Q + 1], docs int64 (collection numbers), scores float64, matches int32,
     corrupt part index or -1).
     """
-    from numba.typed import List
-
     if n_chunks is None:
         n_chunks = nb.get_num_threads()
     nq = len(queries[0][0]) - 1
@@ -254,7 +252,7 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
         caps += np.diff(region_offsets(offsets, terms, indptr, k))
     caps_off = np.zeros(nq + 1, dtype=np.int64)
     np.cumsum(np.minimum(caps, k), out=caps_off[1:])
-    lists = [List() for _ in range(8)]
+    lists = [nb.typed.List() for _ in range(8)]
     empty = np.zeros(0, dtype=np.uint8)
     for (_, _, indptr, docs, rank, live, order), (offsets, terms, weights) in zip(parts, queries, strict=True):
         for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
