@@ -63,10 +63,9 @@ class BM25Searcher(StoredText):
         self.stem = settings.stem
         self.seed = settings.hash.seed
         self.bits = settings.hash.bits
-        total = int(np.asarray(index.doc_lengths).sum(dtype=np.int64))
-        # an index of empty documents has no postings: any positive avgdl gives the same (no) results
-        self.avgdl = total / self.n_docs if total else 1.0
-        self._df = index.df()
+        # avgdl and df are read when first needed: a live index's segments are searched with the
+        # collection's avgdl, and a query needs the df of its own terms only (not an O(V) array)
+        self._avgdl: float | None = None
         self._term_cache: dict[str, int] = {}
         # per-thread accumulators kept across calls (allocated on first use), and the lock that
         # keeps two Python threads from sharing them
@@ -76,6 +75,20 @@ class BM25Searcher(StoredText):
     @property
     def n_docs(self) -> int:
         return self.index.n_docs
+
+    @property
+    def avgdl(self) -> float:
+        if self._avgdl is None:
+            assert self.index.doc_lengths is not None
+            total = int(np.asarray(self.index.doc_lengths).sum(dtype=np.int64))
+            # an index of empty documents has no postings: any positive avgdl gives the same (no) results
+            self._avgdl = total / self.n_docs if total else 1.0
+        return self._avgdl
+
+    def _df(self, t: int) -> int:
+        """df of term id t (a looked-up term: its offsets are checked)."""
+        indptr = self.index.postings_indptr
+        return int(indptr[t + 1] - indptr[t])
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -98,7 +111,7 @@ class BM25Searcher(StoredText):
         counts = Counter(bm25_tokens(query, self.stopwords, self.stem))
         pairs = sorted((self.term_id(t), n) for t, n in counts.items())
         terms = np.array([t for t, _ in pairs if t >= 0], dtype=np.int64)
-        weights = np.array([n * lucene_idf(self.n_docs, int(self._df[t])) for t, n in pairs if t >= 0],
+        weights = np.array([n * lucene_idf(self.n_docs, self._df(t)) for t, n in pairs if t >= 0],
                            dtype=np.float64)
         return terms, weights
 
@@ -175,6 +188,6 @@ class BM25Searcher(StoredText):
             p = a + int(np.searchsorted(ix.postings_docs[a:z], d))
             if p < z and int(ix.postings_docs[p]) == d:
                 tf = float(ix.postings_tf[p])
-                w = n * lucene_idf(self.n_docs, int(self._df[t]))
+                w = n * lucene_idf(self.n_docs, self._df(t))
                 shares.append((token, w * (tf / (norm + tf))))
         return sorted(shares, key=lambda p: (p[1], p[0]))

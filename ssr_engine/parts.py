@@ -20,39 +20,22 @@ avgdl (BM25), so a collection split into parts answers exactly as one index over
 Inside a part, ties are broken by a rank array in the collection's id order (`Part.rank`): the
 part's own `doc_rank` when its order is the collection's, else one computed at open.
 
-`Part`, `deletion_stats` and `PartsSearcher` are the reusable pieces (live indexes use them; a
-sharded index (`distributed`) passes its precomputed `GlobalStats` instead: then N, df and avgdl
-come from its weight table and a searcher may hold only some of the collection's parts).
+`Part`, `deletion_stats`, `merge_results` and `parts_search.PartsSearcher` are the reusable pieces
+(live indexes use them; a sharded index (`distributed`) passes its precomputed `GlobalStats` instead:
+then N, df and avgdl come from its weight table and a searcher may hold only some of the collection's
+parts).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from .errors import SsrError
-from .extract import Extractor, pack_values
 from .format import Index
-from .hashing import hash_mask, hash_spans
-from .kernels import levels
-from .kernels import ssr as kernels
-from .kernels.candidates import CorruptIndexData
-from .kernels.merge import merge_ranked, order_candidates, select_candidates
-from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
-from .scoring import signal_weight
-from .search import lookup_terms
-from .stopwords import StopwordList
-from .validate import kernel_guard
-
-# queries per round: a round holds every part's top k of every query (20 bytes a row)
-_ROUND_ROWS = 1 << 22
-_ROUND_MIN = 32
-_ROUND_MAX = 1024
-_ROUND_ALL = 16
+from .kernels.merge import merge_ranked, select_candidates
+from .retrieval import SearchResult
 
 
 @dataclass(frozen=True)
@@ -142,365 +125,13 @@ def same_settings(a: Index, b: Index) -> str | None:
     """Why two indexes cannot be parts of one collection, or None when they can."""
     if a.scoring != b.scoring:
         return f"scoring {a.scoring!r} vs {b.scoring!r}"
-    sa, sb = _settings(a), _settings(b)
+    sa, sb = index_settings(a), index_settings(b)
     for key in ("stopwords_sha256", "cap", "bigrams", "stem"):
         if sa.get(key) != sb.get(key):
             return f"signal setting {key}: {sa.get(key)!r} vs {sb.get(key)!r}"
     if sa["hash"].get("name") != sb["hash"].get("name") or sa["hash"].get("bits") != sb["hash"].get("bits"):
         return "hash function or width differs"
     return None
-
-
-class PartsSearcher:
-    """Exact search over parts of one collection: global weights, per-part kernels, merge by full key.
-
-    `integer`: whether the collection's live ids are all integers (the id order); computed from
-    the parts' ids when not given. Result `docs` are collection-wide numbers: the part's first
-    number (the sum of the earlier parts' sizes, deleted documents included) plus its doc id.
-    """
-
-    def __init__(self, parts: Sequence[Part], method: str | None = None, integer: bool | None = None,
-                 block: int = kernels.DEFAULT_BLOCK, k1: float = BM25_K1, b: float = BM25_B,
-                 stats: GlobalStats | None = None):
-        if not parts:
-            raise SsrError("a collection needs at least one part")
-        self.parts = list(parts)
-        first = self.parts[0].index
-        for p in self.parts[1:]:
-            why = same_settings(first, p.index)
-            if why:
-                raise SsrError(f"{p.index.path}: cannot be searched with {first.path}: {why}")
-        self.scoring = first.scoring
-        self.method = method or ("ssr" if self.scoring == "ssr" else "bm25")
-        if self.method == "maxscore" and self.scoring == "ssr":
-            raise SsrError(f"method 'maxscore' does not run on an index of {len(self.parts)} parts (a live index "
-                           "with several segments or deletions) yet; use method 'ssr' (the same results, bit "
-                           "for bit) or merge the segments with `ssr compact`")
-        check_method(self.method, ("ssr", "union", "exhaustive") if self.scoring == "ssr" else ("bm25",))
-        # the inverted kernel of the method, as `search.Searcher` picks it: levels for ssr, the heap for union
-        self._inverted = levels.search_batch if self.method == "ssr" else kernels.search_batch
-        settings = _settings(first)
-        self.stopwords = StopwordList(settings["stopwords_id"], frozenset(settings["stopwords"]))
-        self.cap = int(settings["cap"]) if settings.get("cap") is not None else None
-        self.stem = bool(settings.get("stem", False))
-        self.block = block
-        # stats: N, df and tokens of a whole collection of which these parts may be a few
-        self.stats = stats
-        self.n_live = stats.n_docs if stats is not None else sum(p.n_live for p in self.parts)
-        self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
-        self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
-        self.ranks = [part_rank(p.index, self.integer) for p in self.parts]
-        self.live = [None if p.deleted is None else ~p.deleted for p in self.parts]
-        self._ids: tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None = None  # see _id_tables
-        self._hash_keys = []
-        for p in self.parts:
-            h = _settings(p.index)["hash"]
-            self._hash_keys.append((int(h["seed"]), int(h.get("bits", 64))))
-        if self.scoring == "ssr":
-            self._extractor = Extractor(self.stopwords, self.cap)
-        else:
-            from .bm25 import BM25Searcher
-
-            self._bm25 = [BM25Searcher(p.index, k1=k1, b=b) for p in self.parts]
-            tokens = stats.tokens if stats is not None else sum(p.total_length() for p in self.parts)
-            # as a fresh build: the mean over all live documents; no tokens gives no results anyway
-            self.avgdl = tokens / self.n_live if tokens and self.n_live else 1.0
-
-    @property
-    def n_docs(self) -> int:
-        return self.n_live
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        if self.scoring == "ssr":
-            return {"weight": "ln((N + 1) / (df + 1)) + 1", "order": "score desc, matches desc, id asc",
-                    "parts": len(self.parts)}
-        b = self._bm25[0]
-        return {"k1": b.k1, "b": b.b, "avgdl": self.avgdl, "stem": self.stem, "parts": len(self.parts)}
-
-    # ------------------------------------------------------------------------------- SSR
-
-    def query_terms(self, queries: Sequence[str]):
-        """Per part, the query terms as the kernels take them, with global weights.
-
-        Returns (signal batch, weights float64 per signal (0 where no live document has it),
-        per part (offsets, terms, weights) in ascending weight per query, plus the signals' rows).
-        """
-        texts = [[q.encode("utf-8", "surrogatepass")] for q in queries]
-        batch = self._extractor.extract(*pack_values(texts))
-        n_sig = batch.offsets.shape[0] - 1
-        query_of = np.repeat(np.arange(len(queries), dtype=np.int64), np.diff(batch.doc_offsets))
-        hashes: dict[tuple[int, int], np.ndarray] = {}
-        df = np.zeros(n_sig, dtype=np.int64)
-        found = []
-        for i, (p, key) in enumerate(zip(self.parts, self._hash_keys, strict=True)):
-            if key not in hashes:
-                hashes[key] = hash_spans(batch.data, batch.offsets, np.uint64(key[0]), hash_mask(key[1]))
-            terms = lookup_terms(p.index, batch.data, batch.offsets, hashes[key])
-            live = np.zeros(n_sig, dtype=np.int64)
-            known = np.flatnonzero(terms >= 0)
-            live[known] = p.live_df(terms[known])
-            if self.stats is None:
-                df += live
-            else:  # every part holding a signal has the same global df for it
-                df[known] = self.stats.df(i, terms[known])
-            found.append((terms, live))
-        weights = np.zeros(n_sig, dtype=np.float64)
-        alive = np.flatnonzero(df > 0)
-        if alive.shape[0]:
-            udf, inverse = np.unique(df[alive], return_inverse=True)
-            # the one scoring function, so math.log's rounding is a fresh build's
-            uw = np.array([signal_weight(self.n_live, d) for d in udf.tolist()], dtype=np.float64)
-            weights[alive] = uw[inverse]
-        per_part = []
-        for terms, live in found:
-            sel = np.flatnonzero(live > 0)  # a term whose documents are all deleted adds nothing here
-            qo, w = query_of[sel], weights[sel]
-            order = np.lexsort((w, qo))
-            offsets = np.zeros(len(queries) + 1, dtype=np.int64)
-            np.cumsum(np.bincount(qo, minlength=len(queries)), out=offsets[1:])
-            per_part.append((offsets, terms[sel][order], w[order], sel[order]))
-        return batch, weights, per_part
-
-    def search(self, query: str, k: int | None = 10) -> SearchResult:
-        return self.search_batch([query], k)[0]
-
-    def search_batch(self, queries: Sequence[str], k: int | None = 10,
-                     threads: int | None = None) -> list[SearchResult]:
-        """Top-k of every query over all parts (k=None: every candidate), exactly as one index would answer."""
-        check_k(k)
-        queries = list(queries)
-        out: list[SearchResult] = []
-        # each round holds every part's top k of every query: bound it by _ROUND_ROWS rows
-        step = _ROUND_ALL if k is None else max(_ROUND_MIN, min(_ROUND_MAX, _ROUND_ROWS // (k * len(self.parts))))
-        with numba_threads(threads, len(queries)):
-            for start in range(0, len(queries), step):
-                chunk = queries[start : start + step]
-                if self.scoring == "ssr":
-                    out += self._ssr_round(chunk, k, self.method)
-                else:
-                    out += self._bm25_round(chunk, k)
-        return out
-
-    def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
-        """int64[Q]: live documents sharing a signal (BM25: a token) with each query."""
-        return np.array([len(r) for r in self.search_batch(queries, None, threads)], dtype=np.int64)
-
-    def _ssr_round(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
-        _, _, per_part = self.query_terms(queries)
-        if method in ("ssr", "union") and k is not None and len(self.parts) > 1:
-            return self._ssr_barred(len(queries), k, per_part)
-        results = []
-        for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):
-            ix = p.index
-            with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
-                if method in ("ssr", "union"):  # the inverted kernel skips deleted documents itself
-                    results.append(self._inverted(ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs,
-                                                  offsets, terms, weights, k, block=self.block, live=self.live[i]))
-                    continue
-                # the scan (the independent check) is asked for k + deleted and filtered after
-                kk = None if k is None else k + p.n_deleted
-                res = kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, self.ranks[i], ix.n_terms,
-                                               offsets, terms, weights, kk)
-            off, docs, scores, matches = res
-            results.append(_drop_deleted(p, off, docs, scores, matches, k))
-        return self._merge(results, len(queries), k)
-
-    def _ssr_barred(self, nq: int, k: int, per_part) -> list[SearchResult]:
-        """The parts in one kernel call (`kernels.live.search_parts`), largest first, each behind a bar.
-
-        Per query the top k so far bars the next part: a document there must rank strictly before its
-        k-th entry (on score and matches, or on a tie, by id), as k known documents rank before it
-        otherwise. So later parts keep, and the merge reads, only documents that can still enter the top k.
-        """
-        from .kernels.live import search_parts
-
-        id_offsets, id_bytes, orders = self._id_tables()
-        order = sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live)
-        parts = [(int(self.bases[i]), self.parts[i].n_docs, self.parts[i].index.postings_indptr,
-                  self.parts[i].index.postings_docs, self.ranks[i], self.live[i], orders[i]) for i in order]
-        queries = [per_part[i][:3] for i in order]
-        off, docs, scores, matches, bad = search_parts(parts, queries, min(k, int(self.bases[-1])), id_offsets,
-                                                       id_bytes, self.integer, self.block, heap=self.method == "union")
-        if bad >= 0:
-            with kernel_guard(self.parts[order[bad]].index):  # a segment that lies is an error naming it
-                raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "
-                                       "document id >= N")
-        part = np.searchsorted(self.bases, docs, side="right") - 1
-        width = 1
-        id_parts = []
-        for s in np.unique(part).tolist():
-            where = np.flatnonzero(part == s)
-            id_parts.append((where, self.parts[s].index.ids_of(docs[where] - self.bases[s])))
-            width = max(width, id_parts[-1][1].dtype.itemsize // 4)
-        ids = np.empty(docs.shape[0], dtype=f"<U{width}")
-        for where, a in id_parts:
-            ids[where] = a
-        return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
-                for a, z in zip(off[:-1].tolist(), off[1:].tolist(), strict=True)]
-
-    def _id_tables(self) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """The collection's ids as UTF-8 (offsets int64[N + 1] by collection number, bytes) and each
-        part's documents in id order; made once per searcher."""
-        if self._ids is None:
-            import pyarrow as pa
-
-            offsets, chunks, orders, total = [np.zeros(1, dtype=np.int64)], [], [], 0
-            for i, p in enumerate(self.parts):
-                p.index._load_ids()  # ids_of loads them anyway
-                ids = p.index._id_arrow
-                ids = ids.cast(pa.large_string()) if ids.type != pa.large_string() else ids
-                off = np.frombuffer(ids.buffers()[1], dtype=np.int64)[ids.offset: ids.offset + len(ids) + 1]
-                data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[off[0]: off[-1]] if len(ids) else \
-                    np.zeros(0, dtype=np.uint8)
-                offsets.append(off[1:] - off[0] + total)
-                chunks.append(data)
-                total += data.shape[0]
-                rank = np.asarray(self.ranks[i])
-                order = np.empty(rank.shape[0], dtype=np.int64)
-                order[rank] = np.arange(rank.shape[0], dtype=np.int64)
-                orders.append(order)
-            self._ids = (np.concatenate(offsets), np.concatenate(chunks) if chunks else np.zeros(0, np.uint8),
-                         orders)
-        return self._ids
-
-    # ------------------------------------------------------------------------------ BM25
-
-    def _bm25_round(self, queries: list[str], k: int | None) -> list[SearchResult]:
-        from .bm25 import lucene_idf
-        from .stemming import bm25_tokens
-
-        counts = [Counter(bm25_tokens(q, self.stopwords.words, self.stem)) for q in queries]
-        tokens = sorted({t for c in counts for t in c})
-        tid = np.array([[s.term_id(t) for t in tokens] for s in self._bm25], dtype=np.int64).reshape(
-            len(self.parts), len(tokens))
-        live = np.zeros_like(tid)
-        for i, p in enumerate(self.parts):
-            known = np.flatnonzero(tid[i] >= 0)
-            live[i, known] = p.live_df(tid[i, known])
-        df = live.sum(axis=0)
-        if self.stats is not None:
-            for i in range(len(self.parts)):
-                known = np.flatnonzero(tid[i] >= 0)
-                df[known] = self.stats.df(i, tid[i, known])
-        idf = {t: lucene_idf(self.n_live, int(df[j])) for j, t in enumerate(tokens) if df[j] > 0}
-        col = {t: j for j, t in enumerate(tokens)}
-        results = []
-        for i, p in enumerate(self.parts):
-            offsets = np.zeros(len(queries) + 1, dtype=np.int64)
-            q_terms: list[int] = []
-            q_weights: list[float] = []
-            for q, c in enumerate(counts):
-                # the part's term order (ascending term id = hash order) is a fresh build's
-                pairs = sorted((int(tid[i, col[t]]), n * idf[t]) for t, n in c.items() if live[i, col[t]] > 0)
-                q_terms += [t for t, _ in pairs]
-                q_weights += [w for _, w in pairs]
-                offsets[q + 1] = len(q_terms)
-            kk = None if k is None else k + p.n_deleted
-            off, docs, scores, matches, _ = self._bm25[i].run_terms(
-                offsets, np.array(q_terms, dtype=np.int64), np.array(q_weights, dtype=np.float64), kk,
-                avgdl=self.avgdl, doc_rank=self.ranks[i])
-            results.append(_drop_deleted(p, off, docs, scores, matches, k))
-        return self._merge(results, len(queries), k)
-
-    # ----------------------------------------------------------------------------- merge
-
-    def _merge(self, results, nq: int, k: int | None) -> list[SearchResult]:
-        if len(results) == 1:
-            offsets, docs, scores, matches = results[0]
-            ids = self.parts[0].index.ids_of(docs)
-            return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
-                    for a, z in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
-        n_parts = len(results)
-        sizes = np.stack([np.diff(r[0]) for r in results], axis=1)  # [Q, S]
-        table = np.zeros((nq, n_parts + 1), dtype=np.int64)
-        np.cumsum(sizes, axis=1, out=table[:, 1:])
-        starts = np.concatenate([[0], np.cumsum(table[:, -1])[:-1]]).astype(np.int64)
-        table += starts[:, None]
-        total = int(table[-1, -1]) if nq else 0
-        scores = np.empty(total, dtype=np.float64)
-        matches = np.empty(total, dtype=np.int32)
-        docs = np.empty(total, dtype=np.int64)
-        part = np.empty(total, dtype=np.int64)
-        for s, (offsets, d, sc, m) in enumerate(results):
-            query_of = np.repeat(np.arange(nq, dtype=np.int64), np.diff(offsets))
-            dest = table[query_of, s] + (np.arange(d.shape[0], dtype=np.int64) - offsets[query_of])
-            scores[dest], matches[dest], docs[dest], part[dest] = sc, m, d, s
-        # ids only for the rows that can still be in a top k (the best k on score and matches, and
-        # whatever ties with the k-th): most of the parts' candidates never need theirs
-        sel, rows = select_candidates(table, scores, matches, 0 if k is None else k)
-        scores, matches, docs, part = scores[rows], matches[rows], docs[rows], part[rows]
-        id_parts = []
-        for s in range(n_parts):
-            where = np.flatnonzero(part == s)
-            id_parts.append((where, self.parts[s].index.ids_of(docs[where])))
-        width = max([a.dtype.itemsize // 4 for _, a in id_parts] + [1])
-        ids = np.empty(rows.shape[0], dtype=f"<U{width}")
-        for where, a in id_parts:
-            ids[where] = a
-        codes = ids.view(np.uint32).reshape(rows.shape[0], width)
-        out_offsets, pos = order_candidates(sel, scores, matches, codes, 0 if k is None else k,
-                                            integer=self.integer)
-        ids, scores, matches = ids[pos], scores[pos], matches[pos]
-        docs = docs[pos] + self.bases[part[pos]]
-        return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
-                for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]
-
-    # --------------------------------------------------------------------------- explain
-
-    def internal_id(self, doc_id: str) -> int | None:
-        """The collection-wide number of the live document with external id `doc_id`, or None."""
-        for i, p in enumerate(self.parts):
-            d = p.index.internal_id(doc_id)
-            if d is not None and (p.deleted is None or not p.deleted[d]):
-                return int(self.bases[i]) + d
-        return None
-
-    def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
-        """Shared signals (BM25: tokens) of `query` and a live document, with global weights, ascending.
-
-        `doc`: an external id, or a collection-wide number as in `SearchResult.docs`.
-        """
-        doc = internal_doc(doc, self.internal_id, "collection")
-        i = int(np.searchsorted(self.bases, doc, side="right")) - 1
-        if not 0 <= doc < int(self.bases[-1]):
-            raise SsrError(f"no document number {doc}")
-        if self.scoring != "ssr":
-            return self._bm25_explain(query, i, doc - int(self.bases[i]))
-        d = doc - int(self.bases[i])
-        _, _, per_part = self.query_terms([query])
-        _, terms, weights, _ = per_part[i]
-        ix = self.parts[i].index
-        a, z = int(ix.forward_indptr[d]), int(ix.forward_indptr[d + 1])
-        shared = np.isin(terms, np.asarray(ix.forward_terms[a:z], dtype=np.int64))
-        pairs = [(ix.signal(t), w) for t, w in zip(terms[shared].tolist(), weights[shared].tolist(), strict=True)]
-        return sorted(pairs, key=lambda p: (p[1], p[0]))
-
-    def _bm25_explain(self, query: str, i: int, d: int) -> list[tuple[str, float]]:
-        """BM25 shares of the query tokens part i's document d holds, with the collection's idf and avgdl."""
-        from .bm25 import lucene_idf
-        from .stemming import bm25_tokens
-
-        counts = Counter(bm25_tokens(query, self.stopwords.words, self.stem))
-        ix, s = self.parts[i].index, self._bm25[i]
-        assert ix.postings_tf is not None and ix.doc_lengths is not None
-        norm = s.k1 * ((1.0 - s.b) + s.b * float(ix.doc_lengths[d]) / self.avgdl)
-        shares = []
-        for token, n in counts.items():
-            t = s.term_id(token)
-            if t < 0:
-                continue
-            a, z = int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
-            pos = a + int(np.searchsorted(ix.postings_docs[a:z], d))
-            if pos < z and int(ix.postings_docs[pos]) == d:
-                if self.stats is not None:
-                    df = int(self.stats.df(i, np.array([t]))[0])
-                else:
-                    df = sum(int(p.live_df(np.array([b.term_id(token)]))[0]) for p, b in zip(self.parts, self._bm25,
-                             strict=True) if b.term_id(token) >= 0)
-                tf = float(ix.postings_tf[pos])
-                shares.append((token, n * lucene_idf(self.n_live, df) * (tf / (norm + tf))))
-        return sorted(shares, key=lambda p: (p[1], p[0]))
 
 
 def merge_results(results, id_arrays, nq: int, k: int | None,
@@ -565,7 +196,7 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
             for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]
 
 
-def _drop_deleted(part: Part, offsets, docs, scores, matches, k: int | None):
+def drop_deleted(part: Part, offsets, docs, scores, matches, k: int | None):
     """A part's kernel result without its deleted documents, each query cut to k."""
     if part.deleted is None:
         return offsets, docs, scores, matches
@@ -608,14 +239,23 @@ def part_rank(index: Index, integer: bool) -> np.ndarray:
     return rank_ids(index.doc_id_array(), integer)
 
 
-def _settings(index: Index) -> dict:
-    """The index's signal settings as a plain dict (the manifest may hold them typed)."""
-    s = index.settings
-    if isinstance(s, dict):
-        return s
-    from dataclasses import asdict
+def index_settings(index: Index) -> dict:
+    """The index's signal settings as a plain dict (the manifest may hold them typed); read-only.
 
-    return asdict(s)
+    Kept on the index object: a segment never changes, and `asdict` copies the stopword list (a
+    searcher over many segments asked for it several times per segment at every reopen).
+    """
+    cached = vars(index).get("_settings_dict")
+    if cached is None:
+        s = index.settings
+        if isinstance(s, dict):
+            cached = s
+        else:
+            from dataclasses import asdict
+
+            cached = asdict(s)
+        vars(index)["_settings_dict"] = cached
+    return cached
 
 
 def _ids_info(index: Index) -> dict:

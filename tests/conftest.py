@@ -71,3 +71,15 @@ def write_tsv(path: Path, docs: list[tuple[str, str]]) -> Path:
         for doc_id, text in docs:
             f.write(f"{doc_id}\t{text}\n")
     return path
+
+
+def assert_identical(got, want, docs: bool = True) -> None:
+    """Two lists of SearchResults equal: ids, score bits, matches, and document numbers when `docs`
+    (the same collection; a fresh build of the live documents numbers them otherwise)."""
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a.ids.tolist() == b.ids.tolist()
+        assert a.scores.tobytes() == b.scores.tobytes()
+        assert a.matches.tolist() == b.matches.tolist()
+        if docs:
+            assert a.docs.tolist() == b.docs.tolist()

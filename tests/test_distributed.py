@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_tsv
+from conftest import assert_identical, write_tsv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,15 +37,6 @@ def random_docs(seed: int, n: int, ids: str = "int") -> list[tuple[str, str]]:
         doc_id = str(o) if ids == "int" or (ids == "mixed" and i < n - 1) else f"d{o}"
         out.append((doc_id, " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))))
     return out
-
-
-def assert_identical(got, want) -> None:
-    assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
-        assert a.ids.tolist() == b.ids.tolist()
-        assert a.scores.tobytes() == b.scores.tobytes()
-        assert a.matches.tolist() == b.matches.tolist()
-        assert a.docs.tolist() == b.docs.tolist()
 
 
 def compare(single: Path, sharded: Path, method: str = "ssr") -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_tsv
-from test_distributed import QUERIES, WORDS, assert_identical, random_docs
+from conftest import assert_identical, write_tsv
+from test_distributed import QUERIES, WORDS, random_docs
 
 from ssr_engine import build_index
 from ssr_engine.cli import main

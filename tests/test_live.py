@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import write_tsv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,13 +27,6 @@ from ssr_engine.search import Searcher
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = "alpha beta gamma delta epsilon zeta eta theta".split()
-
-
-def write_tsv(path: Path, docs) -> Path:
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for doc_id, text in docs:
-            f.write(f"{doc_id}\t{text}\n")
-    return path
 
 
 def text(rng: random.Random) -> str:
@@ -299,10 +293,10 @@ def test_kill_during_a_change_leaves_the_previous_commit(tmp_path, operation):
 
 
 def test_ids_found_by_hash_are_checked_by_string(tmp_path):
-    import ssr_engine.live as live
+    from ssr_engine.live_files import ensure_id_table
 
     index, _ = small_index(tmp_path)
-    table = live.ensure_id_table(index / read_commit(index).segments[0].name, open_snapshot(index).indexes[0])
+    table = ensure_id_table(index / read_commit(index).segments[0].name, open_snapshot(index).indexes[0])
     encoded = [b"5", b"nope"]
     hashes = np.array([int(table.hash[np.flatnonzero(np.asarray(table.doc) == 5)[0]]), int(table.hash[0])],
                       dtype=np.uint64)

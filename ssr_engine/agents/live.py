@@ -15,7 +15,7 @@ cards of that segment's documents (row = document), registered in the segment's 
   never wait for a merge it caused; otherwise the write merges before it returns;
 - `compact`: every live card added again as one segment (what `ssr compact` runs on a registry).
 
-Rankings are those of a fresh build over the live cards, bit for bit: `parts.PartsSearcher` scores
+Rankings are those of a fresh build over the live cards, bit for bit: `parts_search.PartsSearcher` scores
 every segment with the global N and df of the live documents (DESIGN.md sections 2 and 3). A crash
 at any moment leaves the previous commit whole.
 
@@ -141,7 +141,8 @@ class LiveRegistry:
 
     def _open_view(self, reuse: View | None = None) -> View:
         from ..live import open_snapshot
-        from ..parts import PartsSearcher, live_ids_are_integers
+        from ..parts import live_ids_are_integers
+        from ..parts_search import PartsSearcher
         from ..retrieval import open_retriever
 
         snap = open_snapshot(self.path, reuse=None if reuse is None else reuse.snapshot)

@@ -16,7 +16,7 @@ from .discovery import CardStore, Pool
 @dataclass
 class View:
     """One commit of a registry: its snapshot (`live.Snapshot`, segments held), its searcher (the
-    segment's own for a one-segment commit, else `parts.PartsSearcher`) and each segment's card store."""
+    segment's own for a one-segment commit, else `parts_search.PartsSearcher`) and each segment's card store."""
 
     snapshot: Any
     searcher: Any

@@ -2,7 +2,7 @@
 (`ShardedSearcher`). Both are `retrieval.Retriever`s and answer exactly as one index over the
 collection would, ids, scores, matches and document numbers alike.
 
-Each shard is a `parts.Part` searched by `parts.PartsSearcher` with the index's `GlobalStats` (N,
+Each shard is a `parts.Part` searched by `parts_search.PartsSearcher` with the index's `GlobalStats` (N,
 BM25 tokens and the shard's slice of the weight table), so no statistics travel at query time.
 Through Ray, the driver puts the batch's query texts in the object store once (a NumPy string
 array: smaller than their signals), every actor returns its exact top-k as flat arrays (offsets,
@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import SsrError
-from ..parts import GlobalStats, Part, PartsSearcher, merge_results
+from ..parts import GlobalStats, Part, merge_results
+from ..parts_search import PartsSearcher
 from ..retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc
 from . import layout
 

@@ -1,0 +1,204 @@
+"""What a live index's segment carries beside its index files: deletion files and the id table.
+
+    seg-M/deletes-G.npz    written by generation G: `bits` (uint8, the deleted documents bit-packed,
+                           `np.packbits` order), and the df lost to them, read from the segment's
+                           forward index when they were deleted: `terms` (int64, sorted), `df`
+                           (int64) and `tokens` (int64[1], BM25's deleted length). Its sha256 is in
+                           the commit point; a segment is never rewritten, a new file replaces it.
+    seg-M/live-ids.*.npy   the segment's ids for look-ups by a writer: `hash` (uint64[N], sorted
+                           fnv1a64 of the UTF-8 id), `doc` (uint32[N], the document of each hash),
+                           `offsets` (int64[N + 1]) and `bytes` (uint8) the ids themselves. Listed in
+                           the manifest of segments made here; made once, on the first write, for a
+                           segment made by `build_index` (a derived table; its sizes are checked).
+
+Readers (`live_search`) read the deletion files; writers (`live`) write both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import IndexFormatError
+from .format import Index
+
+DELETES_PREFIX = "deletes-"
+ID_TABLE = ("hash", "doc", "offsets", "bytes")
+ID_DTYPES = {"hash": np.uint64, "doc": np.uint32, "offsets": np.int64, "bytes": np.uint8}
+
+
+def id_table_file(name: str) -> str:
+    return f"live-ids.{name}.npy"
+
+
+# --------------------------------------------------------------------------- deletion files
+
+
+@dataclass
+class Deletions:
+    """What is deleted from one segment: the mask and the df and tokens it takes away."""
+
+    mask: np.ndarray  # bool[N]
+    terms: np.ndarray  # int64, sorted
+    df: np.ndarray  # int64
+    tokens: int
+
+    @property
+    def count(self) -> int:
+        return int(np.count_nonzero(self.mask))
+
+
+def write_deletes(path: Path, d: Deletions) -> str:
+    """Write a deletion file atomically; returns its sha256."""
+    from .atomic import atomic_write
+
+    buf = io.BytesIO()
+    np.savez(buf, bits=np.packbits(d.mask), terms=d.terms.astype(np.int64), df=d.df.astype(np.int64),
+             tokens=np.array([d.tokens], dtype=np.int64))
+    data = buf.getvalue()
+    with atomic_write(path, "wb", encoding=None, newline=None) as f:
+        f.write(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_deletes(path: Path, sha256: str | None, index: Index, live: int) -> Deletions:
+    """Read and check a deletion file against its commit entry and its segment."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise IndexFormatError(f"{path}: unreadable ({exc.strerror})") from exc
+    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+        raise IndexFormatError(f"{path}: differs from the checksum in the commit point (edited or corrupt)")
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            bits, terms, df, tokens = z["bits"], z["terms"], z["df"], z["tokens"]
+    except (ValueError, KeyError, OSError, EOFError) as exc:
+        raise IndexFormatError(f"{path}: corrupt deletion file ({exc})") from exc
+    n = index.n_docs
+    problem = None
+    if bits.dtype != np.uint8 or bits.shape != ((n + 7) // 8,):
+        problem = f"{bits.shape[0]} bytes of bits for {n} documents"
+    elif terms.dtype != np.int64 or df.dtype != np.int64 or terms.shape != df.shape or tokens.shape != (1,):
+        problem = "arrays of the wrong type or shape"
+    elif terms.shape[0] and (terms[0] < 0 or terms[-1] >= index.n_terms or np.any(np.diff(terms) <= 0)
+                             or df.min() <= 0 or np.any(df > _df_of(index, terms))):
+        problem = "deleted df out of range"
+    if problem is None:
+        mask = np.unpackbits(bits, count=n).astype(bool)
+        if n - int(np.count_nonzero(mask)) != live:
+            problem = f"{n - int(np.count_nonzero(mask))} live documents, the commit point says {live}"
+    if problem is not None:
+        raise IndexFormatError(f"{path}: corrupt deletion file ({problem})")
+    return Deletions(mask, terms, df, int(tokens[0]))
+
+
+def _df_of(index: Index, terms: np.ndarray) -> np.ndarray:
+    """df of `terms` only: `Index.df()` would read the whole vocabulary's offsets (O(V) per open)."""
+    indptr = index.postings_indptr
+    return (np.asarray(indptr[terms + 1], dtype=np.int64) - np.asarray(indptr[terms], dtype=np.int64))
+
+
+def add_deletions(index: Index, old: Deletions | None, docs: np.ndarray) -> Deletions:
+    """`old` plus the documents `docs` (not deleted yet), with their df read from the forward index."""
+    from .parts import deletion_stats
+
+    mask = np.zeros(index.n_docs, dtype=bool) if old is None else old.mask.copy()
+    fresh = np.zeros(index.n_docs, dtype=bool)
+    fresh[docs] = True
+    terms, df, tokens = deletion_stats(index, fresh)
+    mask |= fresh
+    if old is not None and old.terms.shape[0]:
+        all_terms = np.concatenate([old.terms, terms])
+        all_df = np.concatenate([old.df, df])
+        terms, inverse = np.unique(all_terms, return_inverse=True)
+        df = np.bincount(inverse, weights=all_df).astype(np.int64)
+        tokens += old.tokens
+    return Deletions(mask, terms, df, tokens)
+
+
+# ------------------------------------------------------------------------------- id tables
+
+
+class IdTable:
+    """A segment's ids, looked up by hash (memory-mapped `live-ids.*.npy`)."""
+
+    def __init__(self, segment: Path, n_docs: int):
+        arrays = {}
+        for name in ID_TABLE:
+            path = segment / id_table_file(name)
+            try:
+                arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
+            except (ValueError, OSError) as exc:
+                raise IndexFormatError(f"{path}: corrupt id table ({exc})") from exc
+            if arrays[name].dtype != ID_DTYPES[name] or arrays[name].ndim != 1:
+                raise IndexFormatError(f"{path}: corrupt id table (dtype {arrays[name].dtype})")
+        self.hash, self.doc, self.offsets, self.bytes = (arrays[n] for n in ID_TABLE)
+        if (self.hash.shape[0] != n_docs or self.doc.shape[0] != n_docs or self.offsets.shape[0] != n_docs + 1
+                or int(self.offsets[-1]) != self.bytes.shape[0]):
+            raise IndexFormatError(f"{segment}: id table sizes differ from the segment's {n_docs} documents")
+
+    def lookup(self, hashes: np.ndarray, encoded: list[bytes]) -> np.ndarray:
+        """The document of each id (-1: not in this segment). `hashes` from `id_hashes(encoded)`."""
+        found = np.full(len(encoded), -1, dtype=np.int64)
+        n = self.hash.shape[0]
+        if n == 0 or not encoded:
+            return found
+        lo = np.searchsorted(self.hash, hashes, side="left")
+        hi = np.searchsorted(self.hash, hashes, side="right")
+        for i in np.flatnonzero(hi > lo).tolist():
+            for j in range(int(lo[i]), int(hi[i])):  # the strings decide: a shared hash is not a match
+                d = int(self.doc[j])
+                if not 0 <= d < n:
+                    raise IndexFormatError("id table: a document number out of range (corrupt)")
+                a, b = int(self.offsets[d]), int(self.offsets[d + 1])
+                if self.bytes[a:b].tobytes() == encoded[i]:
+                    found[i] = d
+                    break
+        return found
+
+
+def id_hashes(encoded: list[bytes]) -> np.ndarray:
+    from .hashing import hash_spans
+
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    raw = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    return hash_spans(raw, offsets, np.uint64(0), np.uint64(2**64 - 1))
+
+
+def write_id_table(segment: Path, ids: Any) -> None:
+    """Write the id table of a segment whose ids (an Arrow string array) are given, atomically per file."""
+    import pyarrow as pa
+
+    from .atomic import atomic_write
+
+    ids = ids.cast(pa.large_string()) if ids.type != pa.large_string() else ids
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int64)[ids.offset : ids.offset + len(ids) + 1]
+    data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]] if len(ids) else \
+        np.zeros(0, dtype=np.uint8)
+    offsets = offsets - offsets[0]
+    from .hashing import hash_spans
+
+    hashes = hash_spans(data, offsets.astype(np.int64), np.uint64(0), np.uint64(2**64 - 1))
+    order = np.argsort(hashes, kind="stable")
+    arrays = {"hash": hashes[order], "doc": order.astype(np.uint32), "offsets": offsets.astype(np.int64),
+              "bytes": np.ascontiguousarray(data)}
+    for name in ID_TABLE:
+        with atomic_write(segment / id_table_file(name), "wb", encoding=None, newline=None) as f:
+            np.save(f, arrays[name], allow_pickle=False)
+
+
+def ensure_id_table(segment: Path, index: Index) -> IdTable:
+    """The segment's id table, made now from its doc_ids.parquet when it has none (or a bad one)."""
+    try:
+        return IdTable(segment, index.n_docs)
+    except IndexFormatError:
+        write_id_table(segment, index.doc_id_array())
+        return IdTable(segment, index.n_docs)
