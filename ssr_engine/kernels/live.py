@@ -254,10 +254,13 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     np.cumsum(np.minimum(caps, k), out=caps_off[1:])
     lists = [nb.typed.List() for _ in range(8)]
     empty = np.zeros(0, dtype=np.uint8)
+    # one typed list holds one array type: offsets stay int32 when every part's are (no copy of a
+    # vocabulary-sized array per call); a mix is widened to int64
+    ip = np.int32 if all(np.asarray(p[2]).dtype == np.int32 for p in parts) else np.int64
     for (_, _, indptr, docs, rank, live, order), (offsets, terms, weights) in zip(parts, queries, strict=True):
         for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
                                       offsets, terms, weights),
-                              (np.int64, np.uint32, np.uint32, np.uint8, np.int64, np.int64, np.int64, np.float64),
+                              (ip, np.uint32, np.uint32, np.uint8, np.int64, np.int64, np.int64, np.float64),
                               strict=True):
             lst.append(_frozen(a, dt))
     starts = np.array([p[0] for p in parts], dtype=np.int64)
