@@ -31,10 +31,11 @@ KEY = "campaign-secret-key"
 
 
 class Server:
-    """A loopback server answering every request with handler(request_handler); requests are logged."""
+    """A loopback HTTP server answering every request with handler(request_handler, request); each
+    request is logged as {"path", "headers", "body" (decoded JSON)}. Also the provider-safety test's."""
 
     def __init__(self, handler):
-        self.requests: list[dict[str, str]] = []
+        self.requests: list[dict] = []
         outer = self
 
         class H(BaseHTTPRequestHandler):
@@ -42,10 +43,11 @@ class Server:
                 pass
 
             def do_POST(self):  # noqa: N802
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                outer.requests.append(dict(self.headers))
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.requests.append({"path": self.path, "headers": dict(self.headers),
+                                       "body": json.loads(body) if body else None})
                 try:
-                    handler(self)
+                    handler(self, outer.requests[-1])
                 except OSError:  # the client gave up (deadline): expected
                     pass
 
@@ -53,7 +55,8 @@ class Server:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def close(self) -> None:
@@ -70,11 +73,17 @@ def send(h, status: int, body: bytes = b"", headers=()) -> None:
     h.wfile.write(body)
 
 
-def reply(content: str) -> bytes:
-    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}).encode()
+def reply(content: str | None = None, tool_args: str | None = None) -> bytes:
+    """A chat-completions answer: `content`, and a `select_agent` tool call with `tool_args`."""
+    message: dict = {"role": "assistant", "content": content}
+    if tool_args is not None:
+        message["tool_calls"] = [{"id": "c1", "type": "function",
+                                  "function": {"name": "select_agent", "arguments": tool_args}}]
+    return json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
 
 
-def drip_body(h) -> None:
+def drip_body(h, r=None) -> None:
+    """Headers promising 100,000 bytes, then one byte every 0.5 s: each read succeeds, the whole never ends."""
     h.send_response(200)
     h.send_header("Content-Length", "100000")
     h.end_headers()
@@ -84,7 +93,7 @@ def drip_body(h) -> None:
         time.sleep(0.5)
 
 
-def drip_headers(h) -> None:
+def drip_headers(h, r=None) -> None:
     h.wfile.write(b"HTTP/1.1 200 OK\r\n")
     for i in range(200):
         h.wfile.write(f"X-{i}: y\r\n".encode())
@@ -92,7 +101,7 @@ def drip_headers(h) -> None:
         time.sleep(0.5)
 
 
-def chunked_flood(h) -> None:
+def chunked_flood(h, r=None) -> None:
     h.send_response(200)
     h.send_header("Connection", "close")
     h.end_headers()
@@ -100,7 +109,7 @@ def chunked_flood(h) -> None:
         h.wfile.write(b"9" * 65536)
 
 
-def hang_up(h) -> None:
+def hang_up(h, r=None) -> None:
     h.close_connection = True
     h.connection.close()
 
@@ -108,10 +117,10 @@ def hang_up(h) -> None:
 CASES = {
     "drip body": drip_body,
     "drip headers": drip_headers,
-    "body over the cap": lambda h: send(h, 200, b'{"choices": "' + b"1" * (3 << 20) + b'"}'),
+    "body over the cap": lambda h, r: send(h, 200, b'{"choices": "' + b"1" * (3 << 20) + b'"}'),
     "chunked flood": chunked_flood,
-    "5000-digit answer": lambda h: send(h, 200, reply("7" * 5000)),
-    "not JSON": lambda h: send(h, 200, b"<html>no</html>"),
+    "5000-digit answer": lambda h, r: send(h, 200, reply("7" * 5000)),
+    "not JSON": lambda h, r: send(h, 200, b"<html>no</html>"),
     "hang up": hang_up,
 }
 
@@ -122,11 +131,11 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=1.5)
     args = ap.parse_args()
     os.environ["SSR_CAMPAIGN_KEY"] = KEY
-    attacker = Server(lambda h: send(h, 200, reply("1")))
+    attacker = Server(lambda h, r: send(h, 200, reply("1")))
     cases = dict(CASES)
     for code in (301, 302, 303, 307, 308):
         cases[f"redirect {code} to another origin"] = (
-            lambda h, code=code: send(h, code, headers=[("Location", attacker.url + "/steal")]))
+            lambda h, r, code=code: send(h, code, headers=[("Location", attacker.url + "/steal")]))
     counts: Counter[str] = Counter()
     late: list[str] = []
     crashes: list[str] = []

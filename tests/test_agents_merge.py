@@ -5,7 +5,11 @@ undoes a write committed after the cards it re-adds were read."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +153,41 @@ def test_warm_up_leaves_no_trace(tmp_path):
     assert list((tmp_path / "reg" / before.segments[0].name).glob("live-ids.*.npy"))
     assert verify_index(tmp_path / "reg") == []
     _check_rebuild(live, cards)
+
+
+_CRASH = """
+import os, sys
+import ssr_engine.live as live
+from ssr_engine.agents.live import LiveRegistry
+
+def crash(*args, **kwargs):  # the merged segment is staged; the process dies before its commit point
+    os._exit(9)
+
+live._commit = crash
+registry = LiveRegistry(sys.argv[1], max_segments=100, merge_at=100)
+registry.compact() if sys.argv[2] == "compact" else (setattr(registry, "merge_at", 2), registry.merge_once())
+"""
+
+
+@pytest.mark.parametrize("how", ["compact", "merge"])
+def test_a_crash_mid_merge_or_compaction_leaves_the_last_commit(tmp_path, how):
+    cards = list(iter_registry(40, 7))
+    build_registry(cards[:30], tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg", max_segments=100, merge_at=100)
+    for c in cards[30:]:
+        live.put(c)
+    live.delete(cards[2].id)
+    before = read_commit(tmp_path / "reg")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path / "reg"), how], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 9, r.stderr
+    assert read_commit(tmp_path / "reg") == before and verify_index(tmp_path / "reg") == []
+    again = LiveRegistry(tmp_path / "reg", max_segments=100, merge_at=100)
+    expected = [c for c in cards if c.id != cards[2].id]
+    _check_rebuild(again, expected, seed=2)
+    # the next writer cleans the dead one's staging folder and compacts
+    assert again.compact()["documents"] == 39 and len(again.view().stores) == 1
+    assert not [p for p in (tmp_path / "reg").iterdir() if p.name.startswith(".staging")]
+    _check_rebuild(again, expected, seed=2)

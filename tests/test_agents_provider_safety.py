@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
+import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -20,55 +20,9 @@ from ssr_engine.agents.cards import AgentCard, Param, Skill, Tool
 from ssr_engine.agents.orchestrator import CARD_CHARS, build_prompt, orchestrate, parse_choice, render_card
 from ssr_engine.agents.providers import OpenAIChatProvider, ProviderError, ProviderRequest
 
-POOL = [AgentCard(id="a", name="Alpha", description="Books flights."),
-        AgentCard(id="b", name="Beta", description="Forecasts weather.")]
-
-
-def _reply(content=None, tool_args=None):
-    message = {"role": "assistant", "content": content}
-    if tool_args is not None:
-        message["tool_calls"] = [{"id": "c1", "type": "function",
-                                  "function": {"name": "select_agent", "arguments": tool_args}}]
-    return json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
-
-
-class Server:
-    """A loopback HTTP server whose handler is a function (method, path, headers, body) -> action."""
-
-    def __init__(self, handler):
-        self.requests: list[dict] = []
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                outer.requests.append({"path": self.path, "headers": dict(self.headers),
-                                       "body": json.loads(body) if body else None})
-                handler(self, outer.requests[-1])
-
-            do_GET = do_POST  # noqa: N815
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def _send(h, status, body=b"", headers=()):
-    h.send_response(status)
-    for k, v in headers:
-        h.send_header(k, v)
-    h.send_header("Content-Length", str(len(body)))
-    h.end_headers()
-    h.wfile.write(body)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+# the hostile servers of the provider fault campaign, one definition for both
+from fault_providers import POOL, Server, drip_body, drip_headers, reply, send  # noqa: E402
 
 
 @pytest.fixture
@@ -93,31 +47,19 @@ def _client(url, **kw):
 
 def test_redirect_to_another_origin_is_not_followed_and_the_key_never_leaves(servers, monkeypatch):
     monkeypatch.setenv("SSR_TEST_KEY", "sekrit")
-    attacker = servers(lambda h, r: _send(h, 200, _reply("1")))
-    origin = servers(lambda h, r: _send(h, 302, headers=[("Location", attacker.url + "/steal")]))
+    attacker = servers(lambda h, r: send(h, 200, reply("1")))
+    origin = servers(lambda h, r: send(h, 302, headers=[("Location", attacker.url + "/steal")]))
     out = orchestrate("q", POOL, _client(origin.url, max_retries=2))
     assert out.status == "api_failure" and "redirect" in out.error and "not followed" in out.error
     assert attacker.requests == []  # nothing, let alone the key, reached the other host
     assert len(origin.requests) == 1 and origin.requests[0]["headers"]["Authorization"] == "Bearer sekrit"
     # same-origin redirects are not followed either: the answer must come from the URL configured
-    same = servers(lambda h, r: _send(h, 307, headers=[("Location", "/v2/chat/completions")]))
+    same = servers(lambda h, r: send(h, 307, headers=[("Location", "/v2/chat/completions")]))
     assert orchestrate("q", POOL, _client(same.url)).status == "api_failure"
 
 
 def test_a_dripping_server_hits_the_total_deadline(servers):
-    def drip(h, r):
-        h.send_response(200)
-        h.send_header("Content-Length", "100000")
-        h.end_headers()
-        try:
-            for _ in range(200):  # one byte every 0.5 s: each read succeeds, the whole never ends
-                h.wfile.write(b" ")
-                h.wfile.flush()
-                time.sleep(0.5)
-        except OSError:
-            pass
-
-    s = servers(drip)
+    s = servers(drip_body)  # one byte every 0.5 s: each read succeeds, the whole never ends
     started = time.monotonic()
     with pytest.raises(ProviderError, match="timed out after 1.5s"):
         _client(s.url, timeout=1.5).complete(ProviderRequest("p", ["a"]))
@@ -125,16 +67,6 @@ def test_a_dripping_server_hits_the_total_deadline(servers):
 
 
 def test_dripping_headers_hit_the_deadline_too(servers):
-    def drip_headers(h, r):
-        try:
-            h.wfile.write(b"HTTP/1.1 200 OK\r\n")
-            for i in range(200):
-                h.wfile.write(f"X-{i}: y\r\n".encode())
-                h.wfile.flush()
-                time.sleep(0.5)
-        except OSError:
-            pass
-
     s = servers(drip_headers)
     started = time.monotonic()
     with pytest.raises(ProviderError, match="timed out"):
@@ -144,7 +76,7 @@ def test_dripping_headers_hit_the_deadline_too(servers):
 
 def test_an_oversized_body_is_refused(servers):
     big = b'{"choices": [{"message": {"content": "' + b"1" * (3 << 20) + b'"}}]}'
-    s = servers(lambda h, r: _send(h, 200, big))
+    s = servers(lambda h, r: send(h, 200, big))
     with pytest.raises(ProviderError, match="larger than the 1048576-byte cap"):
         _client(s.url).complete(ProviderRequest("p", ["a"]))
 
@@ -165,20 +97,20 @@ def test_an_oversized_body_is_refused(servers):
 
 @pytest.mark.parametrize("answer", ["7" * 5000, json.dumps({"index": "9" * 5000}), "-" + "3" * 5000])
 def test_a_5000_digit_answer_is_an_invalid_index(servers, answer):
-    s = servers(lambda h, r: _send(h, 200, _reply(answer)))
+    s = servers(lambda h, r: send(h, 200, reply(answer)))
     out = orchestrate("q", POOL, _client(s.url))
     assert out.status == "invalid_index" and out.index is None
     assert parse_choice("9" * 5000) is None
-    s_raw = servers(lambda h, r: _send(h, 200, b'{"choices": [{"message": {"content": ' + b"1" * 5000 + b"}}]}"))
+    s_raw = servers(lambda h, r: send(h, 200, b'{"choices": [{"message": {"content": ' + b"1" * 5000 + b"}}]}"))
     assert orchestrate("q", POOL, _client(s_raw.url)).status == "api_failure"
 
 
 def test_max_completion_tokens_with_a_fallback_to_max_tokens(servers):
     def old_server(h, r):
         if "max_completion_tokens" in r["body"]:
-            _send(h, 400, b'{"error": {"message": "Unrecognized request argument: max_completion_tokens"}}')
+            send(h, 400, b'{"error": {"message": "Unrecognized request argument: max_completion_tokens"}}')
         else:
-            _send(h, 200, _reply("2"))
+            send(h, 200, reply("2"))
 
     s = servers(old_server)
     client = _client(s.url)
@@ -189,16 +121,16 @@ def test_max_completion_tokens_with_a_fallback_to_max_tokens(servers):
     orchestrate("q", POOL, client)  # remembered: no second refusal
     assert "max_tokens" in s.requests[-1]["body"] and len(s.requests) == 3
     # a 400 for another reason is not retried with the other parameter
-    other = servers(lambda h, r: _send(h, 400, b'{"error": {"message": "bad model"}}'))
+    other = servers(lambda h, r: send(h, 400, b'{"error": {"message": "bad model"}}'))
     assert orchestrate("q", POOL, _client(other.url)).status == "api_failure" and len(other.requests) == 1
 
 
 def test_structured_and_tool_call_answers(servers):
-    s = servers(lambda h, r: _send(h, 200, _reply('{"index": 2}')))
+    s = servers(lambda h, r: send(h, 200, reply('{"index": 2}')))
     assert orchestrate("q", POOL, _client(s.url, answer_format="json")).card_id == "b"
     fmt = s.requests[-1]["body"]["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"]["required"] == ["index"]
-    t = servers(lambda h, r: _send(h, 200, _reply(None, tool_args='{"index": 1}')))
+    t = servers(lambda h, r: send(h, 200, reply(None, tool_args='{"index": 1}')))
     assert orchestrate("q", POOL, _client(t.url, answer_format="tool")).card_id == "a"
     body = t.requests[-1]["body"]
     assert body["tool_choice"]["function"]["name"] == "select_agent" == body["tools"][0]["function"]["name"]

@@ -97,12 +97,6 @@ class CardStore:
             raise IndexFormatError(f"{self.path}: no card {card_id!r} (card store and index disagree)")
         return str(self._json[row].as_py())
 
-    def texts(self, rows: Sequence[int]) -> list[str]:
-        """The published JSON texts of rows (= the segment's documents), in one column read."""
-        import pyarrow as pa
-
-        return [str(t) for t in self._json.take(pa.array(rows, type=pa.int64())).to_pylist()]
-
     def get(self, card_id: str) -> AgentCard:
         card = self._cache.get(card_id)
         if card is not None:

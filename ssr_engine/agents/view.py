@@ -77,14 +77,8 @@ class View:
             seg = np.searchsorted(self.bases, r.docs, side="right") - 1
             stores = [self.stores[s] for s in seg.tolist()]
             cards = [st.get(i) for st, i in zip(stores, ids, strict=True)] if with_cards else []
-            texts = None
-            if with_texts:  # one column read per segment, by row (= the segment's document)
-                rows = (r.docs - self.bases[seg]).tolist()
-                texts = [""] * len(ids)
-                for s in np.unique(seg).tolist():
-                    at = np.flatnonzero(seg == s).tolist()
-                    for i, text in zip(at, self.stores[s].texts([rows[i] for i in at]), strict=True):
-                        texts[i] = text
+            # one scalar read per card: 2 us each; a column `take` copies the chunked column (25 ms)
+            texts = [st.text(i) for st, i in zip(stores, ids, strict=True)] if with_texts else None
             pools.append(Pool(q, k, ids, r.scores.tolist(), r.matches.tolist(), cards, self.version, texts))
         return pools
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -128,15 +129,20 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _discover(args: argparse.Namespace) -> int:
-    import json
-
+def _pool(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The registry of --index and the pool of the query (`discover` and `ask` start alike)."""
     from ..agents.live import open_registry
     from ..retrieval import check_k
 
     check_k(args.k)
     registry = open_registry(args.index)
-    pool = registry.discover(args.query, args.k)
+    return registry, registry.discover(args.query, args.k)
+
+
+def _discover(args: argparse.Namespace) -> int:
+    import json
+
+    registry, pool = _pool(args)
     if args.json:
         out = pool.as_dict()
         if args.explain:
@@ -156,14 +162,10 @@ def _discover(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from ..agents.live import open_registry
     from ..agents.orchestrator import build_prompt, orchestrate
     from ..agents.providers import make_provider
-    from ..retrieval import check_k
 
-    check_k(args.k)
-    registry = open_registry(args.index)
-    pool = registry.discover(args.query, args.k)
+    registry, pool = _pool(args)
     http = {}
     if args.provider == "openai":
         http = {"base_url": args.base_url, "model": args.model, "api_key_env": args.api_key_env,
