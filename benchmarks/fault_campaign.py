@@ -25,6 +25,9 @@ traceback) is seen and counted against the case it happened on:
   - races: two builds into one new folder (`--races`): one exit 0, the other exit 2;
   - providers (`fault_providers.py`): redirects to another origin, dripping and oversized answers.
 Prints a markdown table of the counts (crashes must be 0) and optionally writes JSON.
+
+Why one script of ~430 lines: it is run as one command, and every case family shares the child
+runner (`check_many`, `run`, `outcome`) and the counters.
 """
 
 from __future__ import annotations
