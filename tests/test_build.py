@@ -386,3 +386,17 @@ def test_offsets_are_int32_when_they_fit_and_int64_indexes_of_version_2_still_op
         a, b = Searcher(out).search_batch(queries, 10, method=method), \
             Searcher(narrow.root).search_batch(queries, 10, method=method)
         assert [r.rows() for r in a] == [r.rows() for r in b] and any(r.rows() for r in a)
+
+
+def test_radix_sort_on_large_arrays_of_random_repeated_and_narrow_keys():
+    from ssr_engine.kernels.indexing import radix_sort_u64
+
+    rng = np.random.default_rng(7)
+    n = 200_000
+    wide = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, n, dtype=np.uint64)
+    wide[: n // 4] = wide[n // 2 : n // 2 + n // 4]  # repeated keys, as a chunk's frequent signals
+    for keys in (wide, rng.integers(0, 256, n, dtype=np.uint64), wide >> np.uint64(40)):  # narrow: weak hashes
+        payloads = rng.integers(0, 2**63, n, dtype=np.uint64)
+        order = np.argsort(keys, kind="stable")
+        sorted_keys, sorted_payloads = radix_sort_u64(keys, payloads)
+        assert np.array_equal(sorted_keys, keys[order]) and np.array_equal(sorted_payloads, payloads[order])
