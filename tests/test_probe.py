@@ -1,0 +1,118 @@
+"""The probing kernel (kernels.probe: heavy lists first, then bounded forward probes) against the
+reference and the levels kernel, bit for bit; and proof that it prunes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_kernels import Arrays, corpus_st, queries_st
+from test_prune import assert_equals_reference, tie_heavy_ref
+
+from ssr_engine.kernels import levels, probe
+from ssr_engine.kernels.candidates import CorruptIndexData
+
+
+def run(arrays: Arrays, queries, k, forward=True, **kw):
+    off, terms, weights = arrays.batch(queries)
+    fi = arrays.fwd_indptr if forward else np.zeros(0, dtype=np.int64)
+    return probe.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, fi,
+                              arrays.fwd_terms, off, terms, weights, k, **kw)
+
+
+def by_levels(arrays: Arrays, queries, k, **kw):
+    off, terms, weights = arrays.batch(queries)
+    return levels.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights,
+                               k, **kw)
+
+
+def tie_queries(n_words, seed, count=8, longest=None):
+    rng = np.random.default_rng(seed)
+    hi = n_words if longest is None else min(n_words, longest)
+    return [" ".join(f"t{w}" for w in rng.choice(n_words, size=rng.integers(1, hi + 1), replace=False))
+            for _ in range(count)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus_st(), queries_st, st.one_of(st.none(), st.integers(1, 45)), st.sampled_from([1, 3, 1 << 16]),
+       st.sampled_from([1, 2]), st.sampled_from([1, 4, 1 << 20]))
+def test_probe_matches_reference(ref, queries, k, block, threads, candidates):
+    arrays = Arrays(ref)
+    assert_equals_reference(arrays, queries, k, run(arrays, queries, k, block=block, n_chunks=threads,
+                                                    candidates=candidates))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(20, 600), st.integers(3, 14), st.integers(0, 10_000), st.integers(1, 700),
+       st.sampled_from([1, 7, 64, 1 << 14]))
+def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block):
+    """Many terms of equal df (equal weights: many masks share a level and bounds tie with the k-th
+    entry), duplicated documents, K from 1 past the pool."""
+    ref = tie_heavy_ref(n_docs, n_words, seed)
+    arrays = Arrays(ref)
+    queries = tie_queries(n_words, seed + 1, longest=levels.MAX_TERMS)
+    got = run(arrays, queries, k, block=block)
+    assert_equals_reference(arrays, queries, k, got)
+    for a, b in zip(by_levels(arrays, queries, k, block=block), got, strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_it_prunes_and_its_stats_count():
+    """On skewed lists most postings are never read and only some candidates are probed; without a
+    forward index every posting is read, as levels does."""
+    ref = tie_heavy_ref(4000, 12, 5, p_dup=0.05)
+    arrays = Arrays(ref)
+    queries = tie_queries(12, 6, count=60)
+    off, terms, _ = arrays.batch(queries)
+    df = arrays.indptr[terms + 1] - arrays.indptr[terms]
+    total = np.add.reduceat(df, off[:-1]) * (np.diff(off) > 0)
+    for k in (1, 10, 100):
+        stats = np.zeros((len(queries), probe.STATS), dtype=np.int64)
+        assert_equals_reference(arrays, queries, k, run(arrays, queries, k, stats=stats))
+        assert (stats[:, 0] < 0.5 * total).sum() >= len(queries) // 4, (k, stats[:, 0], total)
+        assert 0 < stats[:, 1].sum() < stats[:, 0].sum()
+        full = np.zeros_like(stats)
+        assert_equals_reference(arrays, queries, k, run(arrays, queries, k, stats=full, forward=False))
+        assert full[:, 0].tolist() == total.tolist()
+        assert full[:, 1].sum() == 0
+        # a one-entry candidate buffer: only lists of one posting may be pruned
+        assert_equals_reference(arrays, queries, k, run(arrays, queries, k, candidates=1))
+
+
+def test_long_queries_and_every_candidate_take_the_union():
+    ref = tie_heavy_ref(300, 40, 4, cap=400)
+    arrays = Arrays(ref)
+    long_query = " ".join(f"t{w}" for w in range(40))
+    assert len(arrays.batch([long_query])[1]) > levels.MAX_TERMS
+    for k in (None, 1, 5, 50, 1000):
+        assert_equals_reference(arrays, [long_query, "t1 t2 t3", ""], k, run(arrays, [long_query, "t1 t2 t3", ""], k))
+
+
+def test_deleted_documents_never_rank():
+    ref = tie_heavy_ref(2000, 12, 3)
+    arrays = Arrays(ref)
+    rng = np.random.default_rng(8)
+    live = rng.random(ref.n_docs) < 0.7
+    queries = tie_queries(12, 9, count=50)
+    for k in (1, 10, 300):
+        got = run(arrays, queries, k, live=live)
+        assert live[got[1]].all()
+        for a, b in zip(by_levels(arrays, queries, k, live=live), got, strict=True):
+            assert a.tobytes() == b.tobytes()
+
+
+def test_threads_agree_and_corrupt_postings_raise():
+    ref = tie_heavy_ref(3000, 12, 9)
+    arrays = Arrays(ref)
+    queries = tie_queries(12, 2, count=100)
+    outs = [[a.tobytes() for a in run(arrays, queries, 10, n_chunks=n)] for n in (1, 2, 3)]
+    assert outs[0] == outs[1] == outs[2]
+    query = " ".join(f"t{w}" for w in range(12))
+    heaviest = arrays.batch([query])[1][-1]  # the rarest list: always read by the probing path
+    arrays.docs[arrays.indptr[heaviest + 1] - 1] = ref.n_docs + 5  # a posting past N
+    with pytest.raises(CorruptIndexData):
+        run(arrays, [query] * 4, 10)
+    arrays.docs[arrays.indptr[heaviest + 1] - 1] = arrays.docs[arrays.indptr[heaviest]]  # not ascending
+    with pytest.raises(CorruptIndexData):
+        run(arrays, [query] * 4, 10)
