@@ -4,10 +4,10 @@
         [--k 10 100 1000] [--max-queries N] [--repeat 5] [--threads 1]
 
 One process, one `Searcher`; `query_batch` once, then each kernel on the same batch, the methods
-called in turn, best of `--repeat` (`time.process_time`, so another process's load counts less than in
-wall time). Prints one JSON line per K: q/s of each, the ratio, postings read and forward rows probed
-per query (probe's counters; levels reads every posting), how many queries pruned (and how many tried, then read everything), and whether both
-gave identical (docs, score bits, matches).
+called in turn, best of `--repeat` (`time.process_time`, so another process's load counts less than
+in wall time). Prints one JSON line per K: q/s of each, the ratio, postings read and forward rows
+probed per query (probe's counters; levels reads every posting), how many queries were pruned (and
+how many tried, then read everything), and whether both gave identical (docs, score bits, matches).
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
         stats = np.zeros((nq, probe.STATS), dtype=np.int64)
         (lv, pr), (t_lv, t_pr) = interleaved(
             [lambda k=k: levels.search_batch(*common, *batch, k),
-             lambda k=k: probe.search_batch(*common, ix.forward_indptr, ix.forward_terms, *batch, k, stats=stats)],
+             lambda k=k, stats=stats: probe.search_batch(*common, ix.forward_indptr, ix.forward_terms, *batch, k,
+                                                      stats=stats)],
             args.repeat)
         stats //= args.repeat
         same = all(a.tobytes() == b.tobytes() for a, b in zip(lv, pr, strict=True))

@@ -16,7 +16,8 @@ NOTICE = "compiling kernels (first run only, ~30 s)"
 
 # the kernel modules each kind of command calls
 BUILD = ("ssr_engine.kernels.text", "ssr_engine.kernels.indexing", "ssr_engine.kernels.merge", "ssr_engine.hashing")
-SEARCH = ("ssr_engine.kernels.ssr", "ssr_engine.kernels.bm25", "ssr_engine.kernels.text", "ssr_engine.hashing")
+SEARCH = ("ssr_engine.kernels.ssr", "ssr_engine.kernels.levels", "ssr_engine.kernels.probe", "ssr_engine.kernels.bm25",
+          "ssr_engine.kernels.text", "ssr_engine.hashing")
 
 _announced = False
 

@@ -69,9 +69,10 @@ class PartsSearcher:
             raise SsrError(f"method 'maxscore' does not run on an index of {len(self.parts)} parts (a live index "
                            "with several segments or deletions) yet; use method 'ssr' (the same results, bit "
                            "for bit) or merge the segments with `ssr compact`")
-        check_method(self.method, ("ssr", "union", "exhaustive") if self.scoring == "ssr" else ("bm25",))
+        check_method(self.method, ("ssr", "levels", "union", "exhaustive") if self.scoring == "ssr" else ("bm25",))
         # the inverted kernel of the method, as `search.Searcher` picks it: levels for ssr, the heap for union
-        self._inverted = levels.search_batch if self.method == "ssr" else kernels.search_batch
+        # (ssr's probing kernel takes no bar yet: on parts, ssr is levels)
+        self._inverted = levels.search_batch if self.method in ("ssr", "levels") else kernels.search_batch
         settings = index_settings(first)
         self.stopwords = StopwordList(settings["stopwords_id"], frozenset(settings["stopwords"]))
         self.cap = int(settings["cap"]) if settings.get("cap") is not None else None
@@ -181,13 +182,13 @@ class PartsSearcher:
 
     def _ssr_round(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
         _, _, per_part = self.query_terms(queries)
-        if method in ("ssr", "union") and k is not None and len(self.parts) > 1:
+        if method in ("ssr", "levels", "union") and k is not None and len(self.parts) > 1:
             return self._ssr_barred(len(queries), k, per_part)
         results = []
         for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):
             ix = p.index
             with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
-                if method in ("ssr", "union"):  # the inverted kernel skips deleted documents itself
+                if method in ("ssr", "levels", "union"):  # the inverted kernel skips deleted documents itself
                     results.append(self._inverted(ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs,
                                                   offsets, terms, weights, k, block=self.block, live=self.live[i]))
                     continue

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 
     from .format import Index
 
-METHODS = ("ssr", "union", "maxscore", "exhaustive", "bm25")
-"""Methods of `open_retriever` over an index on disk: ssr (every posting, ranked by term-mask levels),
+METHODS = ("ssr", "levels", "union", "maxscore", "exhaustive", "bm25")
+"""Methods of `open_retriever` over an index on disk: ssr (the heaviest lists, then forward probes of
+the best candidates where that pays, else as levels), levels (every posting, ranked by term-mask levels),
 union (every posting, float accumulators and a heap), maxscore (exact pruning) and exhaustive need an
 ssr index, bm25 a bm25 one."""
 
@@ -204,7 +205,7 @@ def open_retriever(index: str | os.PathLike[str] | Index, method: str = "ssr", *
                    b: float = BM25_B) -> Retriever:
     """The searcher of `method` over an index directory (or an opened `Index`), plain, live or sharded.
 
-    `ssr`, `union`, `maxscore` and `exhaustive` need an index built with scoring "ssr", `bm25` one built with
+    `ssr`, `levels`, `union`, `maxscore` and `exhaustive` need an index built with scoring "ssr", `bm25` one built with
     scoring "bm25" (k1 and b apply to bm25 only). Raises `ArgumentError` for an unknown method
     and `SsrError` for an index of the other scoring.
     """

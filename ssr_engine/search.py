@@ -20,7 +20,7 @@ from .errors import IndexFormatError, SsrError
 from .extract import Extractor, pack_values
 from .format import Index, verify_index, verify_opened
 from .hashing import hash_mask, hash_spans
-from .kernels import levels, prune
+from .kernels import levels, probe, prune
 from .kernels import ssr as kernels
 from .kernels.candidates import union_sizes
 from .kernels.terms import lookup
@@ -38,12 +38,13 @@ from .scoring import signal_weight
 from .stopwords import StopwordList
 from .validate import VOCAB_BLOCK_SHIFT, check_terms, checked_blocks, find_terms, kernel_guard
 
-METHODS = ("ssr", "union", "maxscore", "exhaustive")
-"""The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index): ssr reads every
-posting of the query's terms as term masks ranked by levels (`kernels.levels`, the fastest measured),
-union reads them into float accumulators and a heap (`kernels.ssr`, the check), maxscore prunes
-exactly (MaxScore, `kernels.prune`), exhaustive scans the forward index. All four give identical
-results, bit for bit."""
+METHODS = ("ssr", "levels", "union", "maxscore", "exhaustive")
+"""The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index): ssr reads the
+heaviest lists and probes their best candidates' forward rows where a query's cost rule says that
+pays, else what levels reads (`kernels.probe`, the fastest measured); levels reads every posting of
+the query's terms as term masks ranked by levels (`kernels.levels`); union reads them into float
+accumulators and a heap (`kernels.ssr`, the check); maxscore prunes exactly (MaxScore in document
+order, `kernels.prune`); exhaustive scans the forward index. All give identical results, bit for bit."""
 _ZERO = np.zeros(1, dtype=np.int64)  # a single query's packed value: starts at 0 ...
 _ONE_VALUE = np.array([0, 1], dtype=np.int64)  # ... and is the one value of the one document
 # queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)
@@ -71,7 +72,7 @@ class QueryBatch:
 class Searcher(StoredText):
     """Opens an SSR index (memory-mapped) and answers queries with the index's own settings.
 
-    A `retrieval.Retriever`: `method` "ssr", "union" or "maxscore" (the inverted index) or
+    A `retrieval.Retriever`: `method` "ssr", "levels", "union" or "maxscore" (the inverted index) or
     "exhaustive" (a scan of the forward CSR, the independent check); all give the same results bit
     for bit.
     """
@@ -270,6 +271,10 @@ class Searcher(StoredText):
         method = self.method if method is None else method
         with kernel_guard(ix):
             if method == "ssr":
+                indptr, docs, doc_rank = self._csr
+                return probe.search_batch(indptr, docs, doc_rank, self.n_docs, ix.forward_indptr, ix.forward_terms,
+                                          qb.offsets, qb.terms, qb.weights, k, block=self.block, n_chunks=threads)
+            if method == "levels":
                 work = getattr(self._local, "work", None)
                 if work is None:
                     work = self._local.work = [None]

@@ -23,7 +23,7 @@ def indexes(tmp_path_factory):
     tsv.write_text("".join(f"{i}\t{t}\n" for i, t in zip(IDS, TEXTS, strict=True)), encoding="utf-8")
     ssr = build_index(tsv, tmp / "ssr", quiet=True, workers=1, store_text=True)
     bm25 = build_index(tsv, tmp / "bm25", scoring="bm25", quiet=True, workers=1, store_text=True)
-    return {"ssr": ssr, "union": ssr, "maxscore": ssr, "exhaustive": ssr, "bm25": bm25}
+    return {"ssr": ssr, "levels": ssr, "union": ssr, "maxscore": ssr, "exhaustive": ssr, "bm25": bm25}
 
 
 def every_retriever(indexes) -> list[Retriever]:
@@ -44,11 +44,11 @@ def test_every_method_is_a_retriever_with_one_result_type(indexes):
 
 
 def test_ssr_methods_and_the_reference_agree_bit_for_bit(indexes):
-    ssr, union, maxscore, exhaustive, _, ref = every_retriever(indexes)
+    ssr, lv, union, maxscore, exhaustive, _, ref = every_retriever(indexes)
     for q in QUERIES:
         for k in (None, 1, 2):
             want = ref.search(q, k)
-            for r in (ssr, union, maxscore, exhaustive):
+            for r in (ssr, lv, union, maxscore, exhaustive):
                 got = r.search(q, k)
                 assert got.ids.tolist() == want.ids.tolist()
                 assert got.scores.tobytes() == want.scores.tobytes()

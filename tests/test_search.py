@@ -68,7 +68,7 @@ def test_external_ids_of_every_kind(tmp_path, ids):
 
 
 @pytest.mark.parametrize("k", [1, 7, 10_000, None])
-@pytest.mark.parametrize("method", ["ssr", "union", "maxscore", "exhaustive"])
+@pytest.mark.parametrize("method", ["ssr", "levels", "union", "maxscore", "exhaustive"])
 def test_search_batch_matches_reference(small, k, method):
     searcher, ref, queries = small
     results = searcher.search_batch(queries, k, method=method)
@@ -219,7 +219,7 @@ def test_cli_on_cranfield_matches_reference(tmp_path, capsys, cranfield):
     qfile = tmp_path / "q.tsv"
     qfile.write_text("".join(f"{i + 1}\t{q}\n" for i, q in enumerate(queries)), encoding="utf-8")
     ref = ReferenceIndex.from_texts(ids, texts)
-    for method in ("ssr", "union", "maxscore", "exhaustive"):
+    for method in ("ssr", "levels", "union", "maxscore", "exhaustive"):
         assert main(["search", "--index", str(idx), "--queries", str(qfile), "-k", "100", "--method", method,
                      "--run-scores", "exact"]) == 0
         run = parse_run(capsys.readouterr().out)

@@ -27,8 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="judgements: 'qid 0 docid rel' (TREC or MS MARCO tab form), BEIR's 'qid docid rel' "
                         "(header skipped), 'qid<TAB>docid', or irds:NAME")
     p.add_argument("--method", default="ssr", choices=METHODS,
-                   help="ssr (inverted index), union (inverted index, the heap kernel), maxscore (inverted index, "
-                        "exact MaxScore pruning), exhaustive (full scan; all four identical) or bm25 (a --scoring "
+                   help="ssr (inverted index, pruned where that pays), levels (inverted index, every posting), union "
+                        "(inverted index, the heap kernel), maxscore (inverted index, "
+                        "exact MaxScore pruning), exhaustive (full scan; all identical) or bm25 (a --scoring "
                         "bm25 index)")
     p.add_argument("-k", type=_k, default=1000, help="results per query, or 'all' (default 1000)")
     p.add_argument("--run", metavar="FILE", help="write the TREC run here (qid Q0 docid rank score tag)")

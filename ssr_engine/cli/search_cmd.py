@@ -12,8 +12,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=int, default=10, help="results per query (default 10)")
     p.add_argument("--all", action="store_true", help="every candidate instead of the top k")
     p.add_argument("--method", default=None,
-                   help="ssr (inverted index), union (inverted index, the heap kernel), maxscore (inverted index, "
-                        "exact MaxScore pruning), exhaustive (full scan; all four give identical results) or "
+                   help="ssr (inverted index, pruned where that pays), levels (inverted index, every posting), union "
+                        "(inverted index, the heap kernel), maxscore (inverted index, "
+                        "exact MaxScore pruning), exhaustive (full scan; all give identical results) or "
                         "bm25; default: the index's "
                         "own scoring (ssr, or bm25 for an index built with --scoring bm25)")
     p.add_argument("--threads", type=int, metavar="N", help="Numba threads (default: all cores)")

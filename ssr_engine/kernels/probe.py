@@ -30,6 +30,7 @@ import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
 from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables
+from .prune import _contains
 from .ssr import DEFAULT_BLOCK, _search_one
 from .topk import check_key_range, compact_failed, deheap_sort, doc_key, heap_push, rejects
 
@@ -37,35 +38,17 @@ from .topk import check_key_range, compact_failed, deheap_sort, doc_key, heap_pu
 _CANDIDATES = 1 << 20
 # the first essential set: the heaviest lists until they hold this many postings per result wanted
 _FIRST = 2
-# which queries try: at least this many postings, and this many per result wanted, and the lightest list
-# holding this share of them (what pruning can skip is mostly that list; on queries of fewer postings, or of
-# even lists, the tries, probes and re-reads cost more than levels: benchmarks/RESULTS.md)
-_PRUNE_FROM = 32768
-_PRUNE_PER_RESULT = 128
-_LIGHTEST = 0.75
+# the cost rule: which queries try (at least RULE[0] postings and RULE[1] per result wanted, the lightest
+# list holding a RULE[2] share of them: what pruning can skip is mostly that list; on queries of fewer
+# postings, or of even lists, the tries, probes and re-reads cost more than levels: benchmarks/RESULTS.md),
+# and RULE[3], what a forward-row probe costs in sequentially read postings (measured: ~500 ns against
+# ~5 ns at 8.8M, where the rows miss cache and TLB): a probe count above it makes reading another list pay
+RULE = (32768.0, 128.0, 0.75, 64.0)
 # essential lists holding more than this share of a query's postings: levels reads them all instead
 _SHARE = 0.5
-# a forward-row probe costs about this many sequentially read postings (measured: ~500 ns against ~5 ns
-# at 8.8M, where the rows miss cache and TLB); a probe count above it makes reading another list pay
-PROBE_COST = 64
 # per-query counters (`search_batch(stats=...)`): postings read, forward rows probed, E sets tried,
 # 1 when levels read every posting in the end
 STATS = 4
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _holds(row, a, b, t):
-    """Whether the ascending row[a:b] holds term t (binary search)."""
-    while a < b:
-        mid = (a + b) >> 1
-        v = np.int64(row[mid])
-        if v < t:
-            a = mid + 1
-        elif v > t:
-            b = mid
-        else:
-            return True
-    return False
 
 
 @nb.njit(cache=True, nogil=True)
@@ -134,7 +117,7 @@ def _below(s, m, key, bs, bm, bk):
 @nb.njit(cache=True, nogil=True)
 def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, block, cap, live, mask,
              touched, cur, end, last, score, pop, level, cand, bucket, base, res_d, res_s, res_m, bar, next_df,
-             stats):
+             probe_cost, stats):
     """The top k (a heap in res_*[base:base + cap]) among documents of E = terms p..m-1 that rank
     at or before `bar` = (score, matches, key) (the k-th of k real documents holding an E term, so a
     lower bound of the final k-th entry; score -1: none).
@@ -194,7 +177,7 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_t
                     score[w] == bs and pop[w] < bm)):
                 break
             stop -= 1
-        if (cum[stop] - cum[u]) * PROBE_COST > next_df:
+        if (cum[stop] - cum[u]) * probe_cost > next_df:
             grow = True
             break
         lo_i = bcount[b - 1] if b > 1 else 0
@@ -211,7 +194,7 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_t
             r1 = fwd_indptr[d + 1]
             full = b << p
             for j in range(p):
-                if _holds(fwd_terms, r0, r1, q_terms[a + j]):
+                if _contains(fwd_terms, r0, r1, q_terms[a + j]):
                     full |= 1 << j
             probes += 1
             s = score[full]
@@ -233,7 +216,7 @@ def _df(indptr, q_terms, a, j):
 @nb.njit(cache=True, nogil=True)
 def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, block, cap,
                live, mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop, cand, bucket, base, res_d,
-               res_s, res_m, stats):
+               res_s, res_m, rule, stats):
     """One query of 2..MAX_TERMS terms, cap >= 1, by growing essential sets; results best first in
     res_*[base:base + cap]. Returns the result count, -1 for corrupt postings, -2 when levels
     should read every posting instead (nothing written)."""
@@ -242,7 +225,7 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
     total = 0
     for j in range(m):
         total += _df(indptr, q_terms, a, j)
-    if total < max(_PRUNE_FROM, _PRUNE_PER_RESULT * cap) or _df(indptr, q_terms, a, 0) < _LIGHTEST * total:
+    if total < max(rule[0], rule[1] * cap) or _df(indptr, q_terms, a, 0) < rule[2] * total:
         return -2
     _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop)
     limit = min(_SHARE * total, cand[0].shape[0])
@@ -263,10 +246,10 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
             next_df = _df(indptr, q_terms, a, p - 1)
         size, grow = _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, block, cap,
                               live, mask, touched, cur, end, last, score, pop, level, cand, bucket, base, res_d,
-                              res_s, res_m, bar, next_df, stats)
+                              res_s, res_m, bar, next_df, rule[3], stats)
         if size < 0:
             return -1
-        spent += held + PROBE_COST * (stats[1] - probed)
+        spent += held + rule[3] * (stats[1] - probed)
         nonE = (1 << p) - 1
         if not grow and rejects(res_s, res_m, base, size, cap, score[nonE], pop[nonE]):
             deheap_sort(res_s, res_m, res_d, base, size)  # nothing outside E can enter: exact
@@ -285,7 +268,7 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
 
 @nb.njit(cache=True, parallel=True)
 def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, block,
-                 n_chunks, live, buffer, candidates, stats):
+                 n_chunks, live, buffer, candidates, rule, stats):
     nq = q_offsets.shape[0] - 1
     caps_off = region_offsets(q_offsets, q_terms, indptr, k)
     longest = 1
@@ -299,7 +282,7 @@ def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
     sizes = np.zeros(nq, dtype=np.int64)
     for c in nb.prange(n_chunks):
         mask = np.zeros(width, dtype=np.uint16)
-        touched = np.empty(width, dtype=np.int64)
+        touched = np.empty(width + 1, dtype=np.int64)  # the branch-free first touch writes one past
         cur = np.empty(longest, dtype=np.int64)
         end = np.empty(longest, dtype=np.int64)
         last = np.empty(longest, dtype=np.int64)
@@ -331,14 +314,14 @@ def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
                 if m >= 2 and fwd_indptr.shape[0] == n_docs + 1:
                     got = _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights,
                                      q_terms, width, cap, live, mask, touched, cur, end, last, score, pop, level,
-                                     lvl_score, lvl_pop, cand, bucket, base, res_d, res_s, res_m, st)
+                                     lvl_score, lvl_pop, cand, bucket, base, res_d, res_s, res_m, rule, st)
                 if got == -2:
                     st[3] += 1
                     for j in range(q_offsets[q], q_offsets[q + 1]):
                         st[0] += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
                     got = _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width, cap,
                                       live, mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop,
-                                      hist, buf, base, res_d, res_s, res_m)
+                                      hist, buf, base, res_d, res_s, res_m, no_bar_s, no_bar_m, no_bar_k)
                 sizes[q] = got
             else:
                 sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
@@ -350,12 +333,15 @@ def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k,
-                 block=DEFAULT_BLOCK, n_chunks=None, live=None, buffer=_BUFFER, candidates=_CANDIDATES, stats=None):
+                 block=DEFAULT_BLOCK, n_chunks=None, live=None, buffer=_BUFFER, candidates=_CANDIDATES, rule=RULE,
+                 stats=None):
     """Exact top-k of every query, as `levels.search_batch` (same arguments, same results bit for bit).
 
-    fwd_indptr int64[N + 1] and fwd_terms uint32 are the forward index (each document's term ids,
-    ascending); an empty fwd_indptr makes every query read all its postings (`levels`).
-    `candidates`: per-thread candidate buffer. `stats`: an int64[Q, STATS] array to add each query's
+    fwd_indptr int[N + 1] and fwd_terms uint32 are the forward index (each document's term ids,
+    ascending; read as they are, never copied); an empty fwd_indptr makes every query read all its
+    postings (`levels`).
+    `candidates`: per-thread candidate buffer. `rule`: which queries try pruning (see RULE).
+    `stats`: an int64[Q, STATS] array to add each query's
     postings read, forward rows probed, essential sets tried and whether levels read every posting to.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
@@ -365,12 +351,13 @@ def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
     nq = len(q_offsets) - 1
     if stats is None:
         stats = np.zeros((nq, STATS), dtype=np.int64)
-    *out, bad = _probe_batch(indptr, docs, doc_rank, np.int64(n_docs), np.asarray(fwd_indptr, dtype=np.int64),
-                             fwd_terms, np.asarray(q_offsets, dtype=np.int64), np.asarray(q_terms, dtype=np.int64),
+    *out, bad = _probe_batch(indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd_terms,
+                             np.asarray(q_offsets, dtype=np.int64), np.asarray(q_terms, dtype=np.int64),
                              np.asarray(q_weights, dtype=np.float64), np.int64(cap_k(k, n_docs)),
                              np.int64(max(1, block)), np.int64(max(1, min(n_chunks, nq))),
                              np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8),
-                             np.int64(max(1, buffer)), np.int64(max(1, candidates)), stats)
+                             np.int64(max(1, buffer)), np.int64(max(1, candidates)),
+                             np.asarray(rule, dtype=np.float64), stats)
     if bad:
         raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
                                "id >= N")
