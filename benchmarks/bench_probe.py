@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> None:
             "index": args.index, "k": k, "queries": nq, "threads": args.threads,
             "levels_qps": round(nq / t_lv), "probe_qps": round(nq / t_pr), "probe/levels": round(t_lv / t_pr, 3),
             "postings_per_query": round(qb.postings / nq), "probe_postings_per_query": round(stats[:, 0].mean()),
-            "probes_per_query": round(stats[:, 1].mean(), 1), "pruned_queries": int(((stats[:, 2] > 0) & (stats[:, 3] == 0)).sum()),
+            "probes_per_query": round(stats[:, 1].mean(), 1),
+            "pruned_queries": int(((stats[:, 2] > 0) & (stats[:, 3] == 0)).sum()),
             "queries_tried_then_levels": int(((stats[:, 2] > 0) & (stats[:, 3] > 0)).sum()),
             "attempts_per_query": round(float(stats[:, 2].mean()), 2),
             "identical": same, "load": os.getloadavg()[0]}), flush=True)
