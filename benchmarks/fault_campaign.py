@@ -56,7 +56,10 @@ from ssr_engine.retrieval import open_retriever
 
 def search(path, live, queries):
     scoring = "ssr" if live else open_index(path).scoring  # a live index opens by path only
-    methods = ("bm25",) if scoring == "bm25" else ("ssr", "maxscore", "exhaustive")
+    # maxscore refuses a live index of several parts by design (a clear SsrError, exit 2), so a live
+    # index is searched by the methods that serve every index
+    methods = ("bm25",) if scoring == "bm25" else ("ssr", "levels", "exhaustive") if live else (
+        "ssr", "levels", "maxscore", "exhaustive")
     for m in methods:
         r = open_retriever(path if live else open_index(path), m)
         res = r.search_batch(queries, 10)
