@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "latency uses max(20, 2e7 / passages) of them: each call scans the whole index)")
     p.add_argument("--memory-limit-gib", type=float, default=24.0,
                    help="kill a build or serve whose process tree passes this RSS (default 24)")
+    p.add_argument("--busy", type=int, default=0,
+                   help="processes spinning on a core each while the engines are served, not built (default 0): "
+                        "how much each engine loses to a busy neighbour")
     p.add_argument("--timeout", type=float, help="kill a build or serve step after this many seconds")
     p.add_argument("--seed", type=int, default=1, help="collection seed (default 1)")
     p.add_argument("--dev-small", type=Path, default=DEV_SMALL, help=f"dev-small directory (default {DEV_SMALL})")
@@ -237,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": measure.machine(), "scale": args.scale, "queries_kind": args.queries, "collection": collection,
         "settings": {"k": args.k, "threads": threads, "latency_queries": args.latency_queries,
                      "max_queries": args.max_queries, "min_batch": args.min_batch,
-                     "memory_limit_gib": args.memory_limit_gib,
+                     "memory_limit_gib": args.memory_limit_gib, "busy_neighbours": args.busy,
                      "rss_sampling": "psutil, summed VmRSS of the process tree every 0.1 s"},
         "engines": [],
     }
@@ -264,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
             write_report(results, out, args.compare)
             continue
         entry["index_bytes"] = measure.dir_bytes(index)
-        entry["serve"] = serve_engine(name, idx_root, collection, logs, args, threads)
+        with measure.busy_neighbours(args.busy):
+            entry["serve"] = serve_engine(name, idx_root, collection, logs, args, threads)
         write_report(results, out, args.compare)  # after every engine: a long run reports what finished
     write_report(results, out, args.compare)
     print(tables.markdown(results))

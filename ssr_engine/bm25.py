@@ -18,7 +18,7 @@ import math
 import os
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -175,12 +175,19 @@ class BM25Searcher(StoredText):
         rounding: the kernel adds them in term id order. Empty when the document does not match.
         """
         d = internal_doc(doc, self.index.internal_id, self.index.path)
+        return self.shares(query, d, self.n_docs, self.avgdl, lambda token, t: self._df(t))
+
+    def shares(self, query: str, d: int, n_docs: int, avgdl: float,
+               df_of: Callable[[str, int], int]) -> list[tuple[str, float]]:
+        """`explain` of internal document d under given collection statistics (also the live/sharded path's).
+
+        `df_of(token, t)` gives the document frequency of a query token whose term id here is t.
+        """
         ix = self.index
         assert ix.postings_tf is not None and ix.doc_lengths is not None  # checked in __init__
-        norm = self.k1 * ((1.0 - self.b) + self.b * float(ix.doc_lengths[d]) / self.avgdl)
-        counts = Counter(bm25_tokens(query, self.stopwords, self.stem))
+        norm = self.k1 * ((1.0 - self.b) + self.b * float(ix.doc_lengths[d]) / avgdl)
         shares = []
-        for token, n in counts.items():
+        for token, n in Counter(bm25_tokens(query, self.stopwords, self.stem)).items():
             t = self.term_id(token)
             if t < 0:
                 continue
@@ -188,6 +195,5 @@ class BM25Searcher(StoredText):
             p = a + int(np.searchsorted(ix.postings_docs[a:z], d))
             if p < z and int(ix.postings_docs[p]) == d:
                 tf = float(ix.postings_tf[p])
-                w = n * lucene_idf(self.n_docs, self._df(t))
-                shares.append((token, w * (tf / (norm + tf))))
+                shares.append((token, n * lucene_idf(n_docs, df_of(token, t)) * (tf / (norm + tf))))
         return sorted(shares, key=lambda p: (p[1], p[0]))

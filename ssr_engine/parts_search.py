@@ -341,26 +341,11 @@ class PartsSearcher:
 
     def _bm25_explain(self, query: str, i: int, d: int) -> list[tuple[str, float]]:
         """BM25 shares of the query tokens part i's document d holds, with the collection's idf and avgdl."""
-        from .bm25 import lucene_idf
-        from .stemming import bm25_tokens
 
-        counts = Counter(bm25_tokens(query, self.stopwords.words, self.stem))
-        ix, s = self.parts[i].index, self._bm25[i]
-        assert ix.postings_tf is not None and ix.doc_lengths is not None
-        norm = s.k1 * ((1.0 - s.b) + s.b * float(ix.doc_lengths[d]) / self.avgdl)
-        shares = []
-        for token, n in counts.items():
-            t = s.term_id(token)
-            if t < 0:
-                continue
-            a, z = int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
-            pos = a + int(np.searchsorted(ix.postings_docs[a:z], d))
-            if pos < z and int(ix.postings_docs[pos]) == d:
-                if self.stats is not None:
-                    df = int(self.stats.df(i, np.array([t]))[0])
-                else:
-                    df = sum(int(p.live_df(np.array([b.term_id(token)]))[0]) for p, b in zip(self.parts, self._bm25,
-                             strict=True) if b.term_id(token) >= 0)
-                tf = float(ix.postings_tf[pos])
-                shares.append((token, n * lucene_idf(self.n_live, df) * (tf / (norm + tf))))
-        return sorted(shares, key=lambda p: (p[1], p[0]))
+        def df_of(token: str, t: int) -> int:
+            if self.stats is not None:
+                return int(self.stats.df(i, np.array([t]))[0])
+            return sum(int(p.live_df(np.array([b.term_id(token)]))[0])
+                       for p, b in zip(self.parts, self._bm25, strict=True) if b.term_id(token) >= 0)
+
+        return self._bm25[i].shares(query, d, self.n_live, self.avgdl, df_of)

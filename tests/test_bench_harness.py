@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,20 @@ def test_missing_module_names_the_module(monkeypatch):
 
 
 # ---------------------------------------------------------------------------- measurement
+
+
+def test_busy_neighbours_spin_while_the_block_runs_and_are_gone_after():
+    psutil = pytest.importorskip("psutil")
+    me = psutil.Process()
+    with measure.busy_neighbours(2):
+        kids = [p for p in me.children() if "while True" in " ".join(p.cmdline())]
+        assert len(kids) == 2
+        t0 = sum(p.cpu_times().user for p in kids)
+        time.sleep(1.0)
+        assert sum(p.cpu_times().user for p in kids) - t0 > 0.05  # they spin (a loaded machine shares the cores)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in kids)
+    with measure.busy_neighbours(0):
+        assert not [p for p in me.children() if "while True" in " ".join(p.cmdline())]
 
 
 def test_run_tracked_sees_a_childs_memory_and_its_log(tmp_path):

@@ -11,85 +11,21 @@ import hashlib
 import json
 import random
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from faults_common import QUERIES, assert_clean_error, copy, make_base, ssr, ssr_many
 
-from ssr_engine import build_index, open_index, verify_index
+from ssr_engine import open_index, verify_index
 from ssr_engine.errors import IndexFormatError, SsrError
 from ssr_engine.generations import read_commit, seal
 from ssr_engine.search import Searcher
 
-WORDS = [f"w{i}" for i in range(300)]
-QUERIES = ["w1 w2 w3", "w5 w7 w11", "w0"]
-
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    d = tmp_path_factory.mktemp("faults")
-    rng = np.random.default_rng(7)
-    coll = d / "c.tsv"
-    coll.write_text("".join(f"{i}\t{' '.join(rng.choice(WORDS, 12))}\n" for i in range(3000)), encoding="utf-8")
-    out = build_index(coll, d / "idx", quiet=True)
-    bm25 = build_index(coll, d / "idx-bm25", scoring="bm25", quiet=True)
-    return coll, out, bm25
-
-
-def copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
-
-
-def ssr(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ssr_engine", *args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
-_MANY = r"""
-import contextlib, io, json, sys, traceback
-from ssr_engine.cli import main
-out = []
-for argv in json.loads(sys.argv[1]):
-    err, std = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-    out.append([code, std.getvalue(), err.getvalue()])
-print(json.dumps(out), flush=True)
-# every command's outcome is out: skip the interpreter's teardown, where Numba's OpenMP layer once
-# aborted this child ("terminate called without an active exception", SIGABRT) after both
-# searches had answered (seen once in test_huge_k_is_every_candidate; reported, not fixed)
-import os
-os._exit(0)
-"""
-
-
-def ssr_many(*commands: list[str], timeout: float = 600) -> list[subprocess.CompletedProcess[str]]:
-    """`ssr` commands run one after another in one child process (one interpreter and Numba start
-    instead of one each): a signal kills the child and fails the caller, a traceback is kept in
-    that command's stderr with exit status 1, so `assert_clean_error` sees both as it would."""
-    proc = subprocess.run([sys.executable, "-c", _MANY, json.dumps([list(c) for c in commands])],
-                          capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])  # a crash (signal) of some command
-    return [subprocess.CompletedProcess(c, code, out, err)
-            for c, (code, out, err) in zip(commands, json.loads(proc.stdout.splitlines()[-1]), strict=True)]
-
-
-def assert_clean_error(proc: subprocess.CompletedProcess[str], match: str | None = None) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])  # not a signal (< 0), not 1
-    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    if match:
-        assert match in proc.stderr, proc.stderr[-2000:]
+    return make_base(tmp_path_factory)
 
 
 def edit_array(index_dir: Path, name: str, fn) -> None:
@@ -369,126 +305,3 @@ def test_resealed_manifest_with_bad_values_is_a_clear_error(base, tmp_path):
         edited.append(w)
     for proc in ssr_many(*(["index-info", str(w)] for w in edited)):
         assert_clean_error(proc, "manifest")
-
-
-# ---- kill -9 during builds and replaces -----------------------------------------------------------
-
-
-def test_kill_9_at_random_points_leaves_an_index_that_opens(base, tmp_path):
-    coll, out, _ = base
-    w = copy(out, tmp_path / "w")
-    expected = Searcher(w).search_batch(QUERIES, 10)
-    other = tmp_path / "other.tsv"
-    other.write_text("".join(f"x{i}\tw1 w2 w{i % 50}\n" for i in range(3000)), encoding="utf-8")
-    (w / "notes.txt").write_text("mine")
-    rnd = random.Random(3)
-    outcomes = []
-    for _ in range(4):
-        proc = subprocess.Popen([sys.executable, "-m", "ssr_engine", "build-index", "--collection", str(other),
-                                 "--out", str(w), "--force", "--quiet", "--chunk-docs", "300"],
-                                stderr=subprocess.PIPE)
-        time.sleep(rnd.uniform(0.2, 4.0))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-        outcomes.append(proc.returncode)
-        got = Searcher(w).search_batch(QUERIES, 10)
-        ids = [r.ids.tolist() for r in got]
-        if ids != [r.ids.tolist() for r in expected]:  # the new generation was committed before the kill
-            assert all(i.startswith("x") for r in got for i in r.ids.tolist())
-            expected = got
-        assert (w / "notes.txt").read_text() == "mine"
-    build_index(coll, w, force=True, quiet=True)  # the next writer removes every leftover
-    names = {p.name for p in w.iterdir()}
-    assert names == {"commit-" + str(read_commit(w).generation) + ".json", "ssr-index.json", "write.lock",
-                     "notes.txt", read_commit(w).segments[0].name}
-    assert verify_index(w) == []
-
-
-def test_concurrent_builds_into_one_new_folder(base, tmp_path):
-    coll, _, _ = base
-    target = tmp_path / "new"
-    cmd = [sys.executable, "-m", "ssr_engine", "build-index", "--collection", str(coll), "--out", str(target),
-           "--quiet"]
-    procs = [subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
-    codes = sorted(code for code, _ in results)
-    assert codes == [0, 2], results
-    loser = next(err for code, err in results if code == 2)
-    assert "Traceback" not in loser
-    assert "another process is writing" in loser or "already exists" in loser
-    assert read_commit(target).generation == 1 and verify_index(target) == []
-
-
-# ---- bad input and bad places: exit 2 with FILE[:LINE]: reason, nothing left behind ----------------
-
-
-def build_cli(coll: Path, out: Path, *extra: str, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ssr_engine", "build-index", "--collection", str(coll), "--out",
-                           str(out), *extra], capture_output=True, text=True, timeout=300, **kw)
-
-
-def test_bad_inputs_exit_2_naming_file_and_line(tmp_path):
-    notab = tmp_path / "notab.tsv"
-    notab.write_text("no tab here\nnor here\n")
-    surrogate = tmp_path / "s.jsonl"
-    surrogate.write_text('{"id": "ok", "text": "fine"}\n{"id": "\\ud800", "text": "hello"}\n')
-    a, b = ssr_many(["build-index", "--collection", str(notab), "--out", str(tmp_path / "a"), "--quiet"],
-                    ["build-index", "--collection", str(surrogate), "--out", str(tmp_path / "b"), "--quiet"])
-    assert_clean_error(a, "notab.tsv:1: no tab between id and text")
-    assert_clean_error(b, "s.jsonl:2: document id")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notab.tsv", "s.jsonl"]
-
-
-def test_gzip_input_is_read_and_a_bom_is_stripped_and_said(tmp_path):
-    import gzip
-
-    gz = tmp_path / "c.tsv"  # compressed, named as plain TSV
-    gz.write_bytes(gzip.compress(b"1\thello world\n2\tfoo bar\n"))
-    bom = tmp_path / "bom.tsv"
-    bom.write_bytes(b"\xef\xbb\xbf10\thello world\n9\thello there\n")
-    gz_build, proc = ssr_many(["build-index", "--collection", str(gz), "--out", str(tmp_path / "gz"), "--quiet"],
-                              ["build-index", "--collection", str(bom), "--out", str(tmp_path / "bom")])
-    assert gz_build.returncode == 0, gz_build.stderr[-2000:]
-    assert open_index(tmp_path / "gz").doc_ids() == ["1", "2"]
-    assert proc.returncode == 0 and "byte order mark" in proc.stderr
-    ix = open_index(tmp_path / "bom")
-    assert ix.doc_ids() == ["10", "9"] and ix.manifest.ids["integer"] is True
-    assert ix.manifest.input["utf8_bom_stripped"] is True
-    assert Searcher(tmp_path / "bom").search("hello", 5).ids.tolist() == ["9", "10"]  # integer id order
-
-
-def test_huge_k_is_every_candidate(base):
-    _, out, bm25 = base
-    ssr_k, bm25_k = ssr_many(["search", "--index", str(out), "-k", str(2**63), QUERIES[0]],
-                             ["search", "--index", str(bm25), "--method", "bm25", "-k", str(2**63), QUERIES[0]])
-    assert ssr_k.returncode == 0, ssr_k.stderr[-2000:]
-    assert len(ssr_k.stdout.splitlines()) == len(Searcher(out).search(QUERIES[0], None))
-    assert bm25_k.returncode == 0, bm25_k.stderr[-2000:]
-
-
-def test_unwritable_place_and_full_disk_exit_2_and_leave_nothing(base, tmp_path):
-    import os
-    import resource
-
-    coll, _, _ = base
-    try:
-        os.mkdir("/sys/ssr-probe")
-        os.rmdir("/sys/ssr-probe")
-        writable_sys = True
-    except OSError:
-        writable_sys = False
-    if not writable_sys:
-        assert_clean_error(build_cli(coll, Path("/sys/ssr-idx"), "--quiet"), "/sys/ssr-idx: cannot")
-
-    def small_files() -> None:  # "disk full" for this process: writes past 64 KiB fail (EFBIG)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
-
-    out = tmp_path / "full"
-    assert_clean_error(build_cli(coll, out, "--quiet", preexec_fn=small_files), "cannot write")
-    assert not out.exists()
-    proc = subprocess.run([sys.executable, "-m", "ssr_engine", "search", "--index", str(base[1]), "--all",
-                           "--output", str(tmp_path / "run.trec"), QUERIES[0]], capture_output=True, text=True,
-                          timeout=300, preexec_fn=small_files)
-    assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr  # small enough to fit, or refused
-    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["run.trec"])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import resource
 import signal
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 MIB = 1 << 20
@@ -67,6 +70,24 @@ def run_tracked(cmd: list[str], log_path: Path, env: dict[str, str] | None = Non
     return {"command": cmd, "wall_seconds": wall, "peak_rss_mib": peak / MIB, "returncode": proc.returncode,
             "killed": killed, "cpu_seconds": ours, "other_cpu_cores": other, "log": str(log_path),
             "log_tail": log_tail(log_path)}
+
+
+@contextlib.contextmanager
+def busy_neighbours(n: int) -> Iterator[None]:
+    """Run the block beside `n` processes that each spin on one core (a busy neighbour's load).
+
+    The issue's question: does an engine lose more than its peers when another job shares the
+    machine? Each spinner is a plain busy loop at normal priority, killed when the block ends.
+    """
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+             for _ in range(n)]
+    try:
+        time.sleep(0.2 if n else 0.0)  # let them reach the loop
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def busy_cpu_seconds() -> float:

@@ -136,7 +136,9 @@ def markdown(results: dict) -> str:
              f"Threads: {', '.join(map(str, s['threads']))}; throughput: one batch call of "
              f"{c.get('served_queries', c['queries']):,} queries per configuration"
              f"{' (the queries cycled)' if c.get('served_queries', c['queries']) > c['queries'] else ''}; "
-             f"latency: single-query calls on 1 thread over the first {s['latency_queries']:,} queries.",
+             f"latency: single-query calls on 1 thread over the first {s['latency_queries']:,} queries."
+             + (f" While serving, {s['busy_neighbours']} other process(es) spun on a core each (`--busy`)."
+                if s.get("busy_neighbours") else ""),
              "",
              main_table(results),
              ""]
