@@ -7,10 +7,11 @@
         Start a local Ray instance (timed), one actor per shard (timed), then for each k: every
         query through the single index (Searcher, all cores), through the actors (ShardedSearcher)
         and in this process (LocalSharded, no Ray); the best of `rounds` batch timings; every
-        query's ids, score bits, matches and document numbers compared with the single index's.
-        Also the driver's merge alone, on the shards' own lists (the price of the merge), and the
-        latency of single queries (the first `latency` queries one after another, p50/p99 ms) through
-        the single index and through the actors.
+        query's ids, score bits, matches and document numbers compared with the single index's (the
+        single index and the actors alternate round after round). Also the driver's merge alone, on
+        the shards' own lists (the price of the merge); the terms' share of the work of one index and
+        of one shard (one thread, `fixed_cost`); and the latency of single queries (the first
+        `latency` queries one after another, p50/p99 ms) through the single index and the actors.
 
 Run under `flock /tmp/ssr-bench.lock`, at normal priority. Prints JSON lines.
 """
@@ -35,7 +36,7 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 from ssr_engine.eval.trec import read_queries  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from partsbench import emit, identical, latency, timed  # noqa: E402
+from partsbench import alternating, emit, identical, latency, timed  # noqa: E402
 
 
 def build(args: argparse.Namespace) -> None:
@@ -61,11 +62,27 @@ def build(args: argparse.Namespace) -> None:
              terms=[s.terms for s in m.shards])
 
 
+def fixed_cost(single, worker, queries: list[str], k: int) -> None:
+    """One thread, in this process: what one index and one shard (shard 0's `ShardWorker`) spend on the
+    queries' terms (extraction, vocabulary look-up, weights) and in all, for the whole batch. Each of the
+    S actors pays the terms part again."""
+    from ssr_engine.retrieval import numba_threads
+
+    with numba_threads(1):
+        t_terms, _, qb = timed(lambda: single.query_batch(queries), 1)
+        t_kernel, _, _ = timed(lambda: single.run_kernel(qb, k, threads=1), 1)
+        s_terms, _, _ = timed(lambda: worker.searcher.query_terms(queries), 1)
+        s_all, _, _ = timed(lambda: worker._run(queries, k), 1)
+    emit(phase="fixed_cost", k=k, queries=len(queries), single_terms_s=round(t_terms, 3),
+         single_kernel_s=round(t_kernel, 3), shard0_terms_s=round(s_terms, 3), shard0_total_s=round(s_all, 3))
+
+
 def search(args: argparse.Namespace) -> None:
     import ray
 
     from ssr_engine.distributed import ShardedSearcher, open_local
-    from ssr_engine.parts import merge_results
+    from ssr_engine.distributed.worker import ShardWorker
+    from ssr_engine.retrieval import BM25_B, BM25_K1
     from ssr_engine.search import Searcher
 
     queries = list(read_queries(args.queries).values())
@@ -80,9 +97,11 @@ def search(args: argparse.Namespace) -> None:
     local = open_local(args.sharded)
     for s in (single, ray_s, local):  # warm-up: kernels loaded, pages mapped
         s.search_batch(queries[:200], 10)
+    worker = ShardWorker(str(args.sharded), 0, ray_s.manifest.generation, ray_s.method, 1, BM25_K1, BM25_B)
     for k in args.k:
-        t_one, _, want = timed(lambda k=k: single.search_batch(queries, k), args.rounds)
-        t_ray, _, got = timed(lambda k=k: ray_s.search_batch(queries, k), args.rounds)
+        # one index and the actors alternate, round after round (a load change hits both); best of each
+        (t_one, t_ray), want, got = alternating([lambda k=k: single.search_batch(queries, k),
+                                                 lambda k=k: ray_s.search_batch(queries, k)], args.rounds)
         bad_ray = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
         del got
         t_local, _, got = timed(lambda k=k: local.search_batch(queries, k), args.rounds)
@@ -93,16 +112,16 @@ def search(args: argparse.Namespace) -> None:
         parts = ray.get([a.search.remote(obj, k) for a in ray_s.actors])
         rows = sum(int(p[0][-1]) for p in parts)
         t = time.perf_counter()
-        merge_results([(o, d.astype(np.int64) + ray_s.bases[i], s, m) for i, (o, d, s, m) in enumerate(parts)],
-                      lambda j, r, p=parts: ray_s._id_table(j).ids_of(p[j][1][r]), len(queries), k,
-                      ray_s.manifest.integer)
+        ray_s.merge(parts, list(range(len(parts))), len(queries), k)
         t_merge = time.perf_counter() - t
         n = len(queries)
         emit(phase="search", k=k, queries=n, single_qps=round(n / t_one, 1), ray_qps=round(n / t_ray, 1),
              local_qps=round(n / t_local, 1), ray_ratio=round(t_one / t_ray, 3),
              local_ratio=round(t_one / t_local, 3), merge_seconds=round(t_merge, 3), shard_rows=rows,
-             mismatches_ray=bad_ray, mismatches_local=bad_local, results=sum(len(r) for r in want))
+             ranked=ray_s.manifest.ranked, mismatches_ray=bad_ray, mismatches_local=bad_local,
+             results=sum(len(r) for r in want))
         del want, parts
+        fixed_cost(single, worker, queries, k)
         if args.latency:
             one = latency(single, queries[: args.latency], k)
             through = latency(ray_s, queries[: args.latency], k)

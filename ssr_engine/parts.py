@@ -181,19 +181,27 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
         keep = np.repeat(table[:, :-1].ravel() - kept[:-1], counts) + np.arange(int(kept[-1]), dtype=np.int64)
         scores, matches, docs, source, part = scores[keep], matches[keep], docs[keep], source[keep], part[keep]
         table = np.concatenate([kept[:-1].reshape(nq, n_parts), kept[n_parts::n_parts].reshape(nq, 1)], axis=1)
-    gathered = []
-    for s in range(n_parts):
-        where = np.flatnonzero(part == s)
-        gathered.append((where, id_arrays(s, source[where]) if callable(id_arrays) else id_arrays[s][source[where]]))
-    width = max([a.dtype.itemsize // 4 for _, a in gathered] + [1])
-    ids = np.empty(part.shape[0], dtype=f"<U{width}")
-    for where, a in gathered:
-        ids[where] = a
-    codes = ids.view(np.uint32).reshape(part.shape[0], width)
+    ids = gather_ids(part, lambda s, where: id_arrays(s, source[where]) if callable(id_arrays)
+                     else id_arrays[s][source[where]])
+    codes = ids.view(np.uint32).reshape(part.shape[0], ids.dtype.itemsize // 4)
     out_offsets, pos = merge_ranked(table, scores, matches, codes, kk, integer)
     ids, scores, matches, docs = ids[pos], scores[pos], matches[pos], docs[pos]
     return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
             for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]
+
+
+def gather_ids(part: np.ndarray, ids_of) -> np.ndarray:
+    """The ids of rows held by several parts as one str array: part int[n], each row's part;
+    ids_of(s, where) -> the ids of rows `where` (int64, all of part s), called once per part present."""
+    gathered = []
+    for s in np.unique(part).tolist():
+        where = np.flatnonzero(part == s)
+        gathered.append((where, ids_of(s, where)))
+    width = max([a.dtype.itemsize // 4 for _, a in gathered] + [1])
+    ids = np.empty(part.shape[0], dtype=f"<U{width}")
+    for where, a in gathered:
+        ids[where] = a
+    return ids
 
 
 def drop_deleted(part: Part, offsets, docs, scores, matches, k: int | None):

@@ -1,12 +1,14 @@
 """Sharded indexes without Ray (`ssr_engine.distributed`, runners "inline" and "processes"): the layout,
 the byte-range split, errors naming file and line, and search compared bit for bit with one index
-over the same collection (ids, scores, matches, document numbers)."""
+over the same collection (ids, scores, matches, document numbers): in one process, and as the Ray
+path computes it (each shard's `ShardWorker` arrays merged by `merge_shards`) without Ray."""
 
 from __future__ import annotations
 
 import json
 import random
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +22,11 @@ from ssr_engine.cli import main
 from ssr_engine.corpus import ByteRange, read_collection
 from ssr_engine.distributed import build_sharded, is_sharded, open_local, verify_sharded
 from ssr_engine.distributed.build import split_ranges
-from ssr_engine.distributed.layout import MANIFEST, read_manifest
+from ssr_engine.distributed.layout import MANIFEST, add_ranks, open_ranks, read_manifest, write_manifest
+from ssr_engine.distributed.worker import CollectionIds, ShardWorker, merge_shards
 from ssr_engine.errors import InputError, SsrError
-from ssr_engine.retrieval import open_retriever
+from ssr_engine.kernels.merge import merge_keyed
+from ssr_engine.retrieval import BM25_B, BM25_K1, open_retriever
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
 QUERIES = ["alpha beta", "gamma", "delta epsilon zeta", "kappa alpha kappa", "theta iota eta beta", "nothing here"]
@@ -40,14 +44,18 @@ def random_docs(seed: int, n: int, ids: str = "int") -> list[tuple[str, str]]:
 
 
 def compare(single: Path, sharded: Path, method: str = "ssr") -> None:
-    one, many = open_retriever(single, method), open_retriever(sharded, method)
-    for k in (1, 3, 10, None):
-        assert_identical(many.search_batch(QUERIES, k), one.search_batch(QUERIES, k))
-    assert many.pool_sizes(QUERIES).tolist() == one.pool_sizes(QUERIES).tolist()
-    top = one.search(QUERIES[0], 5)
+    same_answers(open_retriever(sharded, method), open_retriever(single, method))
+
+
+def same_answers(many, one, queries: list[str] = QUERIES, ks: tuple = (1, 3, 10, None)) -> None:
+    """A sharded searcher answers as one index: results at every k, pool sizes, explanations."""
+    for k in ks:
+        assert_identical(many.search_batch(queries, k), one.search_batch(queries, k))
+    assert many.pool_sizes(queries).tolist() == one.pool_sizes(queries).tolist()
+    top = one.search(queries[0], 5)
     for doc, d in zip(top.ids.tolist(), top.docs.tolist(), strict=True):
-        assert many.explain(QUERIES[0], doc) == one.explain(QUERIES[0], doc)
-        assert many.explain(QUERIES[0], d) == one.explain(QUERIES[0], d)
+        assert many.explain(queries[0], doc) == one.explain(queries[0], doc)
+        assert many.explain(queries[0], d) == one.explain(queries[0], d)
 
 
 # ----------------------------------------------------------------------------- the split
@@ -120,14 +128,19 @@ def test_header_is_skipped_in_the_first_shard_only(tmp_path: Path) -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 40), shards=st.integers(1, 5),
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 60), shards=st.integers(1, 5),
        ids=st.sampled_from(["int", "string", "mixed"]))
 def test_property_ties_across_shards(seed: int, n: int, shards: int, ids: str) -> None:
+    """In this process and as the Ray path computes it (the actors' arrays merged by id rank)."""
     docs = random_docs(seed, n, ids)
     with tempfile.TemporaryDirectory() as tmp:
         build_index(docs, Path(tmp) / "one", quiet=True)
         build_sharded(docs, Path(tmp) / "s", shards, runner="inline", quiet=True)
         compare(Path(tmp) / "one", Path(tmp) / "s")
+        assert read_manifest(Path(tmp) / "s").ranked
+        one = open_retriever(Path(tmp) / "one")
+        for k in (1, 3, 10, None):  # ten words: most results tie on (score, matches), across shards
+            assert_identical(shard_answers(Path(tmp) / "s", QUERIES, k), one.search_batch(QUERIES, k))
 
 
 # ---------------------------------------------------------------------------- bad input
@@ -257,3 +270,94 @@ def test_cli_build_search_evaluate_verify(tmp_path: Path, capsys) -> None:
         assert main(["evaluate", "--index", str(tmp_path / name), "--queries", str(queries), "--qrels", str(qrels),
                      "--run", str(tmp_path / f"{name}.run"), "--quiet", "--latency-queries", "0"]) == 0
     assert (tmp_path / "s.run").read_text() == (tmp_path / "one.run").read_text()
+
+
+# ------------------------------------------------- the actors' arrays and the driver's merge (no Ray)
+
+
+def shard_answers(root: Path, queries: list[str], k: int | None, method: str = "ssr") -> list:
+    """What the Ray path answers: every shard's `ShardWorker.search` merged by `merge_shards`."""
+    m = read_manifest(root)
+    workers = [ShardWorker(str(root), i, m.generation, method, 1, BM25_K1, BM25_B) for i in range(len(m.shards))]
+    ids = CollectionIds(lambda i: workers[i].index, np.cumsum([0] + [s.documents for s in m.shards]))
+    try:
+        lists = [w.search(np.array(queries, dtype=str), k) for w in workers]
+        return merge_shards(lists, list(range(len(workers))), len(queries), k, m.integer, ids)
+    finally:
+        for w in workers:
+            w.index.close()
+
+
+def without_ranks(root: Path) -> None:
+    """Make `root` look like a sharded index built before id ranks existed."""
+    m = read_manifest(root)
+    for e in m.shards:
+        (root / str(e.ranks)).unlink()
+    write_manifest(root, replace(m, shards=tuple(replace(e, ranks=None, ranks_sha256=None) for e in m.shards)))
+
+
+@pytest.mark.parametrize("method", ["levels", "exhaustive"])
+def test_shard_lists_of_other_methods_and_of_an_index_without_ranks(tmp_path: Path, method: str) -> None:
+    docs = random_docs(17, 300, "mixed")
+    if method == "exhaustive":  # a non-ASCII id: no fixed-width id tables, the driver reads shard by shard
+        docs[150] = (f"\u00e9{docs[150][0]}", docs[150][1])
+    path = write_tsv(tmp_path / "c.tsv", docs)
+    build_index(path, tmp_path / "one", quiet=True)
+    build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
+    one = open_retriever(tmp_path / "one")
+    for k in (1, 10, None):
+        assert_identical(shard_answers(tmp_path / "s", QUERIES, k, method), one.search_batch(QUERIES, k))
+    without_ranks(tmp_path / "s")  # the driver then merges with parts.merge_results (ids read on ties)
+    assert not read_manifest(tmp_path / "s").ranked and verify_sharded(tmp_path / "s") == []
+    for k in (1, 10, None):
+        assert_identical(shard_answers(tmp_path / "s", QUERIES, k, method), one.search_batch(QUERIES, k))
+
+
+def test_add_ranks_to_an_older_index_and_verify_checks_them(tmp_path: Path) -> None:
+    path = write_tsv(tmp_path / "c.tsv", random_docs(19, 200, "int"))
+    build_index(path, tmp_path / "one", quiet=True)
+    out = tmp_path / "s"
+    build_sharded(path, out, 4, runner="inline", quiet=True)
+    want = [np.asarray(r).copy() for r in (open_ranks(out, read_manifest(out), i) for i in range(4))]
+    without_ranks(out)
+    assert add_ranks(out) and not add_ranks(out)  # the second call finds them
+    m = read_manifest(out)
+    assert m.ranked and verify_sharded(out) == []
+    assert all(np.array_equal(open_ranks(out, m, i), want[i]) for i in range(4))
+    # together the slices are the single index's doc_rank
+    assert np.array_equal(np.concatenate(want), np.asarray(open_retriever(tmp_path / "one").index.doc_rank))
+    assert_identical(shard_answers(out, QUERIES, 10), open_retriever(tmp_path / "one").search_batch(QUERIES, 10))
+    r = out / str(m.shards[1].ranks)
+    table = np.load(r)
+    table[[0, 1]] = table[[1, 0]]
+    np.save(r, table)  # same size, two ranks swapped: the checksum and the recomputation see it
+    assert any("checksum mismatch" in p for p in verify_sharded(out))
+    np.save(r, table[:-1])
+    with pytest.raises(SsrError, match="uint32"):
+        ShardWorker(str(out), 1, m.generation, "ssr", 1, BM25_K1, BM25_B)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_merge_keyed_is_a_sort_by_the_full_key(data) -> None:
+    """Lists in key order, few distinct scores and matches (ties decided by rank): the merge equals a sort."""
+    nq, n_parts = data.draw(st.integers(0, 5)), data.draw(st.integers(1, 4))
+    k = data.draw(st.integers(0, 6))
+    sizes = [[data.draw(st.integers(0, 8)) for _ in range(n_parts)] for _ in range(nq)]
+    n = sum(map(sum, sizes))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    scores = rng.integers(0, 3, n).astype(np.float64) / 2
+    matches = rng.integers(1, 3, n).astype(np.int32)
+    ranks = rng.permutation(n).astype(np.uint32)
+    starts, ends, a = np.zeros((nq, n_parts), np.int64), np.zeros((nq, n_parts), np.int64), 0
+    for q in range(nq):
+        for s in range(n_parts):
+            z = a + sizes[q][s]
+            order = np.lexsort((ranks[a:z], -matches[a:z], -scores[a:z])) + a
+            scores[a:z], matches[a:z], ranks[a:z] = scores[order], matches[order], ranks[order]
+            starts[q, s], ends[q, s], a = a, z, z
+    offsets, rows = merge_keyed(starts, ends, scores, matches, ranks, k)
+    for q in range(nq):
+        mine = np.concatenate([np.arange(starts[q, s], ends[q, s]) for s in range(n_parts)]).astype(np.int64)
+        want = mine[np.lexsort((ranks[mine], -matches[mine], -scores[mine]))][: k or None]
+        assert rows[offsets[q] : offsets[q + 1]].tolist() == want.tolist()

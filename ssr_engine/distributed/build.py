@@ -7,9 +7,10 @@ ordinary `build_index` into its own directory. Then, in the driver: every shard 
 hash seed (a shard that re-seeded after a collision makes the others rebuild with its seed, and a
 collision across shards re-seeds all), ids must be unique across shards (an error naming the file
 and both lines, as in a single build), the id order is decided globally (integers only when every
-shard's ids are), and the weight table is reduced once (`layout.global_tables`). The manifest is
-published last, so readers see the previous sharded index or this one; a failed build removes what
-it wrote and leaves the previous generation as it was.
+shard's ids are), the weight table is reduced once (`layout.global_tables`) and the collection's id
+ranks are cut into one slice per shard (`layout.id_ranks`). The manifest is published last, so
+readers see the previous sharded index or this one; a failed build removes what it wrote and leaves
+the previous generation as it was.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..corpus import ByteRange, read_collection
 from ..errors import InputError, SsrError
@@ -234,16 +237,18 @@ def _build(root: Path, generation: int, pieces: list[_Piece], fmt: str, runner: 
                           file=sys.stderr)
                 continue
             _check_unique_ids(indexes, [pieces[i] for i in kept], fmt, options)
+            ranks = layout.id_ranks(indexes, layout.integer_ids(indexes))
             entries = []
             for j, i in enumerate(kept):
-                wname = layout.weights_name(generation, i)
+                wname, rname = layout.weights_name(generation, i), layout.ranks_name(generation, i)
                 sha = layout.save_table(root / wname, tables[j])
                 ix = indexes[j]
                 assert ix.commit is not None
                 src = pieces[i].source
                 entries.append(layout.ShardEntry(names[i], ix.n_docs, ix.commit.segments[0].manifest_sha256, wname,
                                                  sha, ix.n_terms, (src.start, src.end)
-                                                 if isinstance(src, ByteRange) else None))
+                                                 if isinstance(src, ByteRange) else None, rname,
+                                                 layout.save_table(root / rname, ranks[j], np.uint32)))
             source = pieces[0].source
             return layout.ShardManifest(
                 generation=generation, scoring=indexes[0].scoring, documents=sum(ix.n_docs for ix in indexes),

@@ -6,15 +6,19 @@ A sharded index is a directory:
                            generation G, scoring, global N, BM25 tokens, the id order (integer
                            ids or strings), and per shard its directory, documents, the sha256 of
                            its segment manifest, its byte range of the input, and its slice of the
-                           weight table with that slice's sha256
+                           weight table with that slice's sha256, and its slice of the id ranks
     gG-shard-NNN/          shard NNN: an ordinary index (`format`, `generations`), built alone
     gG-weights-NNN.npy     int64[V_NNN]: the global df of each of shard NNN's term ids
+    gG-ranks-NNN.npy       uint32[N_NNN]: each of shard NNN's documents' position in the collection's
+                           id order (indexes built before these existed get them from `add_ranks`)
     write.lock             the writer lock (`generations.WriterLock`)
 
 The weight table is one table (signal -> global df) stored as one slice per shard, aligned with the
 shard's own term ids, so a searcher holding one shard maps only its slice and needs no lookup. It is
 computed once after the shards are built: scores depend on the collection only through N, df (and
 BM25's average length), so every shard weighs a signal exactly as one index over the collection.
+The id ranks are the collection's `doc_rank`, cut the same way: with them the full key (score,
+matches, id) of any result is three numbers, so shards' lists merge without reading an id.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from ..generations import seal, unseal
 MANIFEST = "ssr-shards.json"
 FORMAT = "ssr-shards"
 VERSION = 1
-_OURS = re.compile(r"^g(\d+)-(shard|weights)-(\d{3,})(\.npy)?$")
+_OURS = re.compile(r"^g(\d+)-(shard|weights|ranks)-(\d{3,})(\.npy)?$")
 
 
 def shard_name(generation: int, i: int) -> str:
@@ -44,6 +48,10 @@ def shard_name(generation: int, i: int) -> str:
 
 def weights_name(generation: int, i: int) -> str:
     return f"g{generation}-weights-{i:03d}.npy"
+
+
+def ranks_name(generation: int, i: int) -> str:
+    return f"g{generation}-ranks-{i:03d}.npy"
 
 
 def generation_of(name: str) -> int | None:
@@ -87,6 +95,8 @@ class ShardEntry:
     weights_sha256: str
     terms: int
     byte_range: tuple[int, int] | None = None
+    ranks: str | None = None
+    ranks_sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,13 +112,20 @@ class ShardManifest:
     input: dict[str, Any] = field(default_factory=dict)
     build: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def ranked(self) -> bool:
+        """Whether every shard has its slice of the collection's id ranks."""
+        return all(s.ranks is not None for s in self.shards)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FORMAT, "version": VERSION, "generation": self.generation, "scoring": self.scoring,
             "documents": self.documents, "tokens": self.tokens, "integer": self.integer,
             "shards": [{"name": s.name, "documents": s.documents, "manifest_sha256": s.manifest_sha256,
                         "weights": s.weights, "weights_sha256": s.weights_sha256, "terms": s.terms,
-                        "byte_range": None if s.byte_range is None else list(s.byte_range)} for s in self.shards],
+                        "byte_range": None if s.byte_range is None else list(s.byte_range),
+                        **({} if s.ranks is None else {"ranks": s.ranks, "ranks_sha256": s.ranks_sha256})}
+                       for s in self.shards],
             "input": self.input, "build": self.build,
         }
 
@@ -133,10 +150,11 @@ def read_manifest(root: str | os.PathLike[str]) -> ShardManifest:
                                    f"ssr_engine reads {FORMAT} version {VERSION}")
         shards = tuple(ShardEntry(s["name"], int(s["documents"]), s["manifest_sha256"], s["weights"],
                                   s["weights_sha256"], int(s["terms"]),
-                                  None if s["byte_range"] is None else tuple(s["byte_range"]))
+                                  None if s["byte_range"] is None else tuple(s["byte_range"]),
+                                  s.get("ranks"), s.get("ranks_sha256"))
                        for s in body["shards"])
         for s in shards:
-            if not (_OURS.match(s.name) and _OURS.match(s.weights)):
+            if not (_OURS.match(s.name) and _OURS.match(s.weights) and (s.ranks is None or _OURS.match(s.ranks))):
                 raise ValueError(f"bad shard entry {s.name!r}, {s.weights!r}")
         return ShardManifest(int(body["generation"]), body["scoring"], int(body["documents"]), int(body["tokens"]),
                              bool(body["integer"]), shards, body.get("input", {}), body.get("build", {}))
@@ -151,11 +169,71 @@ def describe(root: str | os.PathLike[str]) -> dict[str, Any]:
             "shards": len(m.shards), "ids": {"integer": m.integer}, "build": m.build}
 
 
-def save_table(path: Path, table: np.ndarray) -> str:
-    """Write one weight slice (int64 .npy, atomically); its sha256."""
+def save_table(path: Path, table: np.ndarray, dtype: type = np.int64) -> str:
+    """Write one weight slice (int64) or id rank slice (uint32) as .npy, atomically; its sha256."""
     with atomic_write(path, "wb") as f:
-        np.save(f, np.ascontiguousarray(table, dtype=np.int64), allow_pickle=False)
+        np.save(f, np.ascontiguousarray(table, dtype=dtype), allow_pickle=False)
     return sha256_file(path)
+
+
+def _load_slice(path: Path, dtype: type, n: int, what: str) -> np.ndarray:
+    """A weight or rank slice, memory-mapped; `IndexFormatError` unless it is dtype[n]."""
+    try:
+        a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise IndexFormatError(f"{path}: unreadable {what} ({exc})") from exc
+    if a.dtype != dtype or a.shape != (n,):
+        raise IndexFormatError(f"{path}: {a.dtype}{list(a.shape)}, expected {np.dtype(dtype)}[{n}] (corrupt)")
+    return a
+
+
+def open_ranks(root: Path, manifest: ShardManifest, i: int) -> np.ndarray | None:
+    """Shard i's slice of the collection's id ranks (uint32, memory-mapped), or None when it has none."""
+    entry = manifest.shards[i]
+    return None if entry.ranks is None else _load_slice(root / entry.ranks, np.uint32, entry.documents, "id rank slice")
+
+
+def id_ranks(indexes: list[Index], integer: bool) -> list[np.ndarray]:
+    """Per shard, uint32[N_shard]: each document's position in the collection's id order (`integer`:
+    as `integer_ids` says), as one index's `doc_rank` over the whole collection would hold it."""
+    import pyarrow as pa
+
+    from ..indexing.doc_ids import rank_ids
+
+    if sum(ix.n_docs for ix in indexes) >= 1 << 32:
+        raise SsrError("id ranks need fewer than 2**32 documents")
+    every = pa.concat_arrays([ix.doc_id_array().cast(pa.large_string()) for ix in indexes])
+    rank = rank_ids(every, integer)
+    cuts = np.cumsum([ix.n_docs for ix in indexes])[:-1]
+    return np.split(rank, cuts)
+
+
+def add_ranks(root: str | os.PathLike[str]) -> bool:
+    """Give a sharded index built before id ranks existed its rank slices, and republish its manifest
+    (under the writer lock; nothing else changes). False when it has them already."""
+    from dataclasses import replace
+
+    from ..generations import WriterLock
+
+    root = Path(root).absolute()
+    with WriterLock(root):
+        m = read_manifest(root)
+        if m.ranked:
+            return False
+        opened = []
+        try:
+            for i in range(len(m.shards)):
+                opened.append(open_shard(root, m, i)[0])
+            ranks = id_ranks(opened, m.integer)
+        finally:
+            for ix in opened:
+                ix.close()
+        entries = []
+        for entry, rank in zip(m.shards, ranks, strict=True):
+            name = entry.weights.replace("-weights-", "-ranks-")
+            entries.append(replace(entry, ranks=name, ranks_sha256=save_table(root / name, rank, np.uint32)))
+        write_manifest(root, replace(m, shards=tuple(entries)))
+    return True
 
 
 def open_shard(root: Path, manifest: ShardManifest, i: int) -> tuple[Index, np.ndarray]:
@@ -168,13 +246,10 @@ def open_shard(root: Path, manifest: ShardManifest, i: int) -> tuple[Index, np.n
         if len(refs) != 1 or refs[0].manifest_sha256 != entry.manifest_sha256:
             raise IndexFormatError(f"{root / entry.name}: not the shard {root / MANIFEST} records (changed since "
                                    "the sharded build; rebuild it)")
-        try:
-            table = np.load(root / entry.weights, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise IndexFormatError(f"{root / entry.weights}: unreadable weight table ({exc})") from exc
-        if table.dtype != np.int64 or table.shape != (index.n_terms,) or index.n_terms != entry.terms:
-            raise IndexFormatError(f"{root / entry.weights}: {table.dtype}{list(table.shape)}, expected "
-                                   f"int64[{index.n_terms}] (corrupt)")
+        if index.n_terms != entry.terms or index.n_docs != entry.documents:
+            raise IndexFormatError(f"{root / entry.name}: {index.n_terms} terms and {index.n_docs} documents, "
+                                   f"not the {entry.terms} and {entry.documents} {root / MANIFEST} records")
+        table = _load_slice(root / entry.weights, np.int64, index.n_terms, "weight table")
     except BaseException:
         index.close()
         raise
@@ -229,11 +304,14 @@ def verify_sharded(root: str | os.PathLike[str]) -> list[str]:
     problems: list[str] = []
     for entry in manifest.shards:
         problems += verify_index(root / entry.name)
-        w = root / entry.weights
-        if not w.is_file():
-            problems.append(f"{w}: missing")
-        elif sha256_file(w) != entry.weights_sha256:
-            problems.append(f"{w}: checksum mismatch (corrupt)")
+        for name, sha in ((entry.weights, entry.weights_sha256), (entry.ranks, entry.ranks_sha256)):
+            if name is None:
+                continue
+            w = root / name
+            if not w.is_file():
+                problems.append(f"{w}: missing")
+            elif sha256_file(w) != sha:
+                problems.append(f"{w}: checksum mismatch (corrupt)")
     if problems:
         return problems
     opened: list[Index] = []
@@ -248,6 +326,11 @@ def verify_sharded(root: str | os.PathLike[str]) -> list[str]:
         for entry, mine, theirs in zip(manifest.shards, tables, stored, strict=True):
             if not np.array_equal(mine, theirs):
                 problems.append(f"{root / entry.weights}: differs from the df recomputed from the shards")
+        if manifest.ranked:
+            for i, mine in enumerate(id_ranks(opened, manifest.integer)):
+                if not np.array_equal(mine, np.asarray(open_ranks(root, manifest, i))):
+                    problems.append(f"{root / str(manifest.shards[i].ranks)}: differs from the id order of the "
+                                    "shards' ids")
         n = sum(ix.n_docs for ix in opened)
         if n != manifest.documents or total_tokens(opened) != manifest.tokens:
             problems.append(f"{root / MANIFEST}: N or token count differs from the shards'")

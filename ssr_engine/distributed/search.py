@@ -5,10 +5,11 @@ collection would, ids, scores, matches and document numbers alike.
 Each shard is a `parts.Part` searched by `parts_search.PartsSearcher` with the index's `GlobalStats` (N,
 BM25 tokens and the shard's slice of the weight table), so no statistics travel at query time.
 Through Ray, the driver puts the batch's query texts in the object store once (a NumPy string
-array: smaller than their signals), every actor returns its exact top-k as flat arrays (offsets,
-and per row its shard number, score and matches: 16 bytes), and the driver merges them by the
-full key (`parts.merge_results`), reading from the shards' id tables (mapped in the driver, which
-sees the index directory as the actors do) only the ids of rows that can be in a top k.
+array: smaller than their signals), every actor (`worker.ShardWorker`) returns its exact top-k as
+flat arrays (per row its shard number, score, matches and collection-wide id rank: 20 bytes), and
+the driver merges them by the full key as numbers (`worker.merge_shards`), reading from the shards'
+id tables (mapped in the driver, which sees the index directory as the actors do) only the ids of
+the rows it keeps. Rounds are bounded and two are in flight: actors search while the driver merges.
 Document numbers are collection-wide: shard i's first number is the sum of the earlier shards'
 sizes, which for a file split into byte ranges is the document's position in the file.
 
@@ -28,10 +29,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import SsrError
-from ..parts import GlobalStats, Part, merge_results
+from ..parts import GlobalStats, Part
 from ..parts_search import PartsSearcher
 from ..retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc
 from . import layout
+from .worker import CollectionIds, ShardWorker, merge_shards
 
 _ROUND_ROWS = 1 << 22  # rows (per shard) of one round: k * queries
 _ROUND_MIN, _ROUND_MAX, _ROUND_ALL = 32, 2048, 16
@@ -121,49 +123,6 @@ def open_sharded(path: str | os.PathLike[str], method: str | None = None, ray: b
     return LocalSharded(path, method, k1, b)
 
 
-class ShardWorker:
-    """One shard, the body of a Ray actor: the shard mapped, searched with the global weights."""
-
-    def __init__(self, root: str, i: int, generation: int, method: str, threads: int, k1: float, b: float):
-        manifest = layout.read_manifest(root)
-        if manifest.generation != generation:
-            raise SsrError(f"{root}: rebuilt since it was opened (generation {manifest.generation}, "
-                           f"not {generation}); open it again")
-        ix, table = layout.open_shard(Path(root), manifest, i)
-        self.index = ix
-        self.threads = threads
-        stats = GlobalStats(manifest.documents, [table], manifest.tokens)
-        self.searcher = PartsSearcher([Part(ix)], method, integer=manifest.integer, stats=stats, k1=k1, b=b)
-
-    def ready(self) -> int:
-        return os.getpid()
-
-    def search(self, queries: np.ndarray, k: int | None) -> tuple[np.ndarray, ...]:
-        """(offsets int64[Q + 1], docs uint32 (shard numbers), scores float64, matches int32): 16 bytes
-        a row; the driver reads the ids of the rows it keeps from the shard's id table itself."""
-        res = self.searcher.search_batch(queries.tolist(), k, threads=self.threads)
-        offsets = np.zeros(len(res) + 1, dtype=np.int64)
-        np.cumsum([len(r) for r in res], out=offsets[1:])
-        if not res or offsets[-1] == 0:
-            return offsets, np.zeros(0, np.uint32), np.zeros(0, np.float64), np.zeros(0, np.int32)
-        return (offsets, np.concatenate([r.docs for r in res]).astype(np.uint32),
-                np.concatenate([r.scores for r in res]), np.concatenate([r.matches for r in res]))
-
-    def pool_sizes(self, queries: np.ndarray) -> np.ndarray:
-        return self.searcher.pool_sizes(queries.tolist(), threads=self.threads)
-
-    def internal_id(self, doc_id: str) -> int | None:
-        return self.searcher.internal_id(doc_id)
-
-    def explain(self, query: str, doc: int) -> list[tuple[str, float]]:
-        return self.searcher.explain(query, doc)
-
-    def doc(self, doc: int) -> str:
-        from ..docstore import DocStore
-
-        return DocStore(self.index).text(doc)
-
-
 class ShardedSearcher:
     """A sharded index searched through Ray: one actor per shard, results merged in this process.
 
@@ -194,6 +153,7 @@ class ShardedSearcher:
         self._k1, self._b = k1, b
         self._cls = ray.remote(num_cpus=self.actor_cpus, max_restarts=0)(ShardWorker)
         self._indexes: list[Any] = [None] * len(m.shards)
+        self._ids = CollectionIds(self._id_table, self.bases)
         self.actors: list[Any] = [self._start(i) for i in range(len(m.shards))]
         # every shard opens (or a clear error) before the first query; an actor Ray cannot place
         # (too few CPUs left for actor_cpus) would wait for ever
@@ -280,29 +240,27 @@ class ShardedSearcher:
 
     def _gather(self, queries: np.ndarray, obj: Any, refs: list[Any], k: int | None,
                 n_shards: int) -> list[SearchResult]:
-        results, local, answered = [], [], []
+        results, answered = [], []
         for i, ref in enumerate(refs):
             try:
-                offsets, docs, scores, matches = self._call(i, "search", obj, k, ref=ref)
+                results.append(self._call(i, "search", obj, k, ref=ref))
             except _ShardFailed as exc:
                 if not self.allow_partial:
                     raise SsrError(f"{exc} (no partial results: pass allow_partial=True to accept them)") from None
                 continue
-            results.append((offsets, docs.astype(np.int64) + self.bases[i], scores, matches))
-            local.append(docs)
             answered.append(i)
-        nq = queries.shape[0]
         if not results:
             raise SsrError(f"{self.root}: no shard answered")
-
-        def ids_of(j: int, rows: np.ndarray) -> np.ndarray:  # only the rows that can be in a top k
-            return self._id_table(answered[j]).ids_of(local[j][rows])
-
-        merged = merge_results(results, ids_of, nq, k, self.manifest.integer)
+        merged = self.merge(results, answered, queries.shape[0], k)
         if len(answered) == n_shards and not self.allow_partial:
             return merged
         missing = tuple(sorted(set(range(n_shards)) - set(answered)))
         return [ShardedResult(r.ids, r.scores, r.matches, r.docs, tuple(answered), missing) for r in merged]
+
+    def merge(self, results: list[tuple[np.ndarray, ...]], shards: list[int], nq: int,
+              k: int | None) -> list[SearchResult]:
+        """The collection's top k of every query from the lists of `shards` (`merge_shards`)."""
+        return merge_shards(results, shards, nq, k, self.manifest.integer, self._ids)
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
         arr = np.array(list(queries), dtype=str)

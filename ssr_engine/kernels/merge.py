@@ -11,10 +11,12 @@ integers, "7" and "007", by their strings) and as strings (code point order) oth
 as UCS-4 code units, zero-padded rows of uint32[n, w] (a NumPy `<U{w}` array viewed as uint32),
 so both orders are decided on the code units themselves: no Python str per candidate.
 
-`merge_ranked` merges rows whose ids are all at hand (shards send theirs). When reading ids costs
+`merge_ranked` merges rows whose ids are all at hand. When reading ids costs
 (segments of one process), two steps read them only where they decide: `select_candidates` merges on (score,
 matches) alone and keeps the best k plus every row tying with the k-th; the caller gathers those
 rows' ids; `order_candidates` sorts each run of (score, matches) ties by id and cuts to k.
+`merge_keyed` merges rows whose ids are given as their ranks in the collection's id order (a
+sharded index stores them: `distributed.layout.id_ranks`): the key is three numbers, no id is read.
 
 An id containing U+0000 is not supported (NumPy str arrays cannot hold a trailing one either).
 """
@@ -257,4 +259,50 @@ def merge_ranked(offsets, scores, matches, codes, k, integer=False):
     _merge(offsets, np.asarray(scores, dtype=np.float64), np.asarray(matches, dtype=np.int32),
            np.ascontiguousarray(codes, dtype=np.uint32), np.int64(k), bool(integer),
            out_offsets, rows)
+    return out_offsets, rows
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _key_before(r1, r2, scores, matches, ranks):
+    """True when row r1 ranks before row r2, ids given as their collection-wide ranks."""
+    if scores[r1] != scores[r2]:
+        return scores[r1] > scores[r2]
+    if matches[r1] != matches[r2]:
+        return matches[r1] > matches[r2]
+    return ranks[r1] < ranks[r2]
+
+
+@nb.njit(cache=True, parallel=True)
+def _merge_keyed(starts, ends, scores, matches, ranks, out_offsets, out_rows):
+    nq = starts.shape[0]
+    n_parts = starts.shape[1]
+    for q in nb.prange(nq):
+        heads = starts[q].copy()
+        for dst in range(out_offsets[q], out_offsets[q + 1]):
+            best = -1
+            for s in range(n_parts):
+                if heads[s] < ends[q, s] and (best < 0 or _key_before(heads[s], heads[best], scores, matches, ranks)):
+                    best = s
+            out_rows[dst] = heads[best]
+            heads[best] += 1
+
+
+def merge_keyed(starts, ends, scores, matches, ranks, k):
+    """Merge per-part ranked lists into each query's top k when every row's id is known by its rank in
+    the collection's id order (a sharded index's id ranks): the full key is three numbers, no id is read.
+
+    starts, ends int64[Q, S]: rows of query q from part s are starts[q, s]:ends[q, s], in rank order;
+    scores float64[n], matches int32[n], ranks uint32[n] (distinct). k <= 0 keeps every row.
+    Returns (out_offsets int64[Q + 1], rows int64): the chosen rows of each query, best first.
+    """
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    counts = (ends - starts).sum(axis=1)
+    if k > 0:
+        counts = np.minimum(counts, k)
+    out_offsets = np.zeros(starts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=out_offsets[1:])
+    rows = np.empty(int(out_offsets[-1]), dtype=np.int64)
+    _merge_keyed(starts, ends, np.asarray(scores, dtype=np.float64), np.asarray(matches, dtype=np.int32),
+                 np.asarray(ranks, dtype=np.uint32), out_offsets, rows)
     return out_offsets, rows
