@@ -24,6 +24,7 @@ from .kernels import levels, probe, prune
 from .kernels import ssr as kernels
 from .kernels.candidates import union_sizes
 from .kernels.terms import lookup
+from .pieces import Helpers
 from .retrieval import (
     SearchResult,
     StoredText,
@@ -31,6 +32,7 @@ from .retrieval import (
     check_method,
     check_threads,
     internal_doc,
+    max_threads,
     numba_threads,
     split_results,
 )
@@ -50,6 +52,11 @@ _ONE_VALUE = np.array([0, 1], dtype=np.int64)  # ... and is the one value of the
 # queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)
 _BATCH = 1024
 _BATCH_ALL = 64
+# methods whose kernels have a serial, GIL-free entry: their batches run on Python threads (below)
+_THREADED = ("levels",)
+# queries per piece a thread takes at a time: at least _PIECE[0] (a call's fixed cost), at most
+# _PIECE[1] (short GIL-held stretches, balance), aiming at 8 pieces per thread
+_PIECE = (16, 64)
 # bytes of per-thread heaps the exhaustive scan may hold for one batch
 _EXHAUSTIVE_HEAP_BYTES = 256 << 20
 
@@ -133,6 +140,7 @@ class Searcher(StoredText):
         self._extractor = Extractor(self.stopwords, self.cap)
         # the levels kernel's scratch, one per calling Python thread (kept: allocating it per call showed)
         self._local = threading.local()
+        self._helpers = Helpers(max_threads() - 1, "ssr-search")  # threaded batches' helper threads
         # the arrays the kernels read, as plain ndarrays: a np.memmap costs every NumPy operation and
         # every kernel call extra work (subclass wrapping; Numba's slow type path): ~0.5 µs an argument
         self._csr = tuple(a.view(np.ndarray) for a in (index.postings_indptr, index.postings_docs, index.doc_rank))
@@ -227,13 +235,19 @@ class Searcher(StoredText):
         if self._live is not None:
             return self._live.search_batch(queries, k, threads, method=method)
         queries = list(queries)
-        if len(queries) == 1 and method == "ssr":
-            # one query: the calling thread alone (a serial kernel entry: no thread team to wake, no
-            # thread-count switch), the lean single-query preparation, a kept workspace
+        if len(queries) == 1 and method == "ssr":  # the lean single-query preparation, probe's one thread
             check_threads(threads)
-            qb = self.query_batch(queries)
-            offsets, docs, scores, matches = self.run_kernel(qb, k, method, threads=1)
-            return split_results(offsets, self.external_ids(docs), docs, scores, matches)
+            return self._serial(queries, k, method)
+        if method in _THREADED and k is not None:
+            check_threads(threads)
+            n = numba.get_num_threads() if threads is None else threads
+            pieces = max(1, min(n, -(-len(queries) // _PIECE[0])))
+            if len(queries) <= 1 or pieces == 1:
+                # one query or one thread: the serial kernel entries on the calling thread (no thread team
+                # to wake, no thread-count switch; a single query takes the lean preparation)
+                return [r for start in range(0, len(queries), _BATCH)
+                        for r in self._serial(queries[start : start + _BATCH], k, method)]
+            return self._threaded(queries, k, method, pieces)
         # the inverted kernel is parallel over queries, the scan over documents
         with numba_threads(threads, len(queries) if method != "exhaustive" else None):
             results: list[SearchResult] = []
@@ -243,6 +257,24 @@ class Searcher(StoredText):
                 offsets, docs, scores, matches = self.run_kernel(qb, k, method)
                 results += split_results(offsets, self.external_ids(docs), docs, scores, matches)
             return results
+
+    def _serial(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
+        """Queries on the calling thread alone: every step is a serial kernel that releases the GIL
+        (extraction, look-up, search, ids), so other threads run theirs meanwhile."""
+        qb = self.query_batch(queries)
+        offsets, docs, scores, matches = self.run_kernel(qb, k, method, threads=1)
+        return split_results(offsets, self.external_ids(docs), docs, scores, matches)
+
+    def _threaded(self, queries: list[str], k: int, method: str, threads: int) -> list[SearchResult]:
+        """A batch on `threads` Python threads, each taking pieces of queries through `_serial`
+        (`pieces.Helpers`): preparation, kernel, ids and result objects all run in parallel, where a
+        parallel kernel between serial Python steps left a core idle (Amdahl). Results in query order."""
+        size = max(_PIECE[0], min(_PIECE[1], -(-len(queries) // (8 * threads))))
+        self.external_ids(np.zeros(0, dtype=np.int64))  # lazy id table and vocabulary marks: loaded once, here
+        checked_blocks(self.index)
+        parts = self._helpers.map(lambda piece: self._serial(piece, k, method),
+                                  [queries[start : start + size] for start in range(0, len(queries), size)], threads)
+        return [r for part in parts for r in part]
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
         """int64[Q]: documents sharing a signal with each query (score > 0), before the top-k cut."""

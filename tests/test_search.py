@@ -226,3 +226,35 @@ def test_cli_on_cranfield_matches_reference(tmp_path, capsys, cranfield):
         for i, q in enumerate(queries):
             hits = ref.search(q, 100)
             assert run.get(str(i + 1), []) == [(d, r + 1, s) for r, (d, s, _) in enumerate(hits.rows())], q
+
+
+@pytest.mark.parametrize("method", ["levels"])
+def test_threaded_pieces_give_the_reference_in_query_order(small, monkeypatch, method):
+    """A batch cut into many pieces taken by two threads (`Searcher._threaded`) answers every query
+    as the reference does, in query order; a piece that fails fails the call, and the searcher
+    answers the next call."""
+    from ssr_engine import search as search_module
+
+    searcher, ref, queries = small
+    monkeypatch.setattr(search_module, "_PIECE", (1, 3))
+    for k in (1, 10, 10_000):
+        for threads in (1, 2):
+            results = searcher.search_batch(queries, k, threads=threads, method=method)
+            assert len(results) == len(queries)
+            for q, res in zip(queries, results, strict=True):
+                assert_same(res, ref.search(q, k))
+    serial = Searcher._serial
+    calls = []
+
+    def failing(self, piece, k, method):
+        calls.append(len(piece))
+        if len(calls) == 5:
+            raise RuntimeError("piece failed")
+        return serial(self, piece, k, method)
+
+    monkeypatch.setattr(Searcher, "_serial", failing)
+    with pytest.raises(RuntimeError, match="piece failed"):
+        searcher.search_batch(queries, 10, threads=2, method=method)
+    monkeypatch.setattr(Searcher, "_serial", serial)
+    for q, res in zip(queries, searcher.search_batch(queries, 10, threads=2, method=method), strict=True):
+        assert_same(res, ref.search(q, 10))

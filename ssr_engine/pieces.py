@@ -1,0 +1,63 @@
+"""Work cut into pieces that the calling thread and kept helper threads take one at a time (`Helpers.map`).
+
+For work whose heavy steps release the GIL (Numba `nogil` kernels): each thread runs every step of
+its piece, so the steps that hold the GIL overlap with other threads' kernels instead of running
+serially between parallel kernel calls; a thread slowed by another process simply takes fewer pieces.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Helpers:
+    """A pool of helper threads, made on first use and kept (one per owner, e.g. a `Searcher`)."""
+
+    def __init__(self, most: int, name: str):
+        self._most = max(1, most)
+        self._name = name
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def map(self, fn: Callable[[T], R], pieces: Sequence[T], threads: int) -> list[R]:
+        """[fn(p) for p in pieces] on `threads` threads (the caller and threads - 1 helpers), in order.
+
+        The first exception stops the taking of pieces and is raised once every thread has stopped
+        (nothing still runs when this returns or raises).
+        """
+        out: list[R | None] = [None] * len(pieces)
+        taken = itertools.count()  # next() on a count is atomic under the GIL
+        failed = threading.Event()
+
+        def work() -> None:
+            try:
+                for i in iter(taken.__next__, None):
+                    if i >= len(pieces) or failed.is_set():
+                        return
+                    out[i] = fn(pieces[i])
+            except BaseException:
+                failed.set()
+                raise
+
+        helpers = [self._executor().submit(work) for _ in range(min(threads, len(pieces)) - 1)]
+        try:
+            work()
+        finally:
+            for h in helpers:  # wait for each helper whatever happened here
+                h.exception()
+        for h in helpers:
+            h.result()
+        return out  # type: ignore[return-value]  # every piece ran: no None is left
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._most, thread_name_prefix=self._name)
+            return self._pool
