@@ -22,7 +22,10 @@ ARRAYS: dict[str, str] = {
     "doc_rank": "uint32",
     "signal_offsets": "int64",
     "signal_bytes": "uint8",
+    "signal_codes": "uint64",
 }
+# arrays that indexes of older format versions lack (name -> the first version that has it)
+SINCE: dict[str, int] = {"signal_codes": 4}
 BM25_ARRAYS: dict[str, str] = {
     "postings_tf": "uint32",
     "doc_lengths": "uint32",

@@ -12,9 +12,11 @@ lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a director
     forward_indptr.npy     off[N+1]    CSR over documents (the exhaustive mode's input)
     forward_terms.npy      uint32[P]   term ids, ascending within each document
     doc_rank.npy           uint32[N]   position of each document's external id in id order
-    signal_offsets.npy     off[V+1]    signal strings of the terms, as byte spans ...
-    signal_bytes.npy       uint8[...]  ... (memory-mapped: exact query look-up and --explain;
-                                       `Index.signal_table()` shows them as an Arrow table)
+    signal_offsets.npy     off[U+1]    the literal signal strings (unigrams), as byte spans ...
+    signal_bytes.npy       uint8[...]  ...
+    signal_codes.npy       uint64[...] per term, bit-packed: its literal, or a bigram's two (format 4,
+                                       `kernels.strings`; formats 2, 3: none, U = V). Mapped: exact
+                                       look-up, --explain, `Index.signal_table()` (every string)
     doc_ids.parquet        id: external document ids, row = internal doc id
 
 BM25 indexes (scoring "bm25") add term frequencies and document lengths:
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from tokenize import TokenError
 from typing import Any
@@ -48,6 +51,7 @@ from .arrays import (  # noqa: F401
     BM25_ARRAYS,
     HEADER_BYTES,
     OFFSET_ARRAYS,
+    SINCE,
     ArrayWriter,
     accepted_dtypes,
     array_file,
@@ -66,6 +70,7 @@ from .generations import (
     read_owner,
     v1_error,
 )
+from .ids import fixed_width_ids
 from .manifest import (  # noqa: F401
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -142,6 +147,7 @@ class Index:
     doc_rank: np.ndarray
     signal_offsets: np.ndarray
     signal_bytes: np.ndarray
+    signal_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
     postings_tf: np.ndarray | None = None
     doc_lengths: np.ndarray | None = None
     _doc_ids: list[str] | None = field(default=None, repr=False)
@@ -169,6 +175,23 @@ class Index:
     def settings(self) -> SignalSettings:
         return self.manifest.signals
 
+    @cached_property
+    def string_bits(self) -> int:
+        """Bits per table entry in a signal code; 0 when there are no codes (term t is literal t)."""
+        from .kernels.strings import string_bits
+
+        return string_bits(self.signal_offsets.shape[0] - 1) if self.signal_codes.shape[0] else 0
+
+    def strings_of(self, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The signal strings of term ids (checked first) as (offsets int64[m + 1], bytes uint8)."""
+        from .kernels.strings import gather
+        from .validate import check_terms
+
+        terms = np.ascontiguousarray(terms, dtype=np.int64)
+        check_terms(self, terms)
+        return gather(self.signal_bytes.view(np.ndarray), self.signal_offsets.view(np.ndarray),
+                      self.signal_codes.view(np.ndarray), self.string_bits, terms)
+
     def close(self) -> None:
         """Release the segment (its files may then be removed by the next writer)."""
         for h in self._holds:
@@ -182,14 +205,11 @@ class Index:
     def signal(self, term: int) -> str:
         """The string of term id `term`; an id or offsets out of range, or bytes that are not UTF-8,
         raise `IndexFormatError`."""
-        from .validate import check_terms
-
         if not 0 <= term < self.n_terms:
             raise IndexFormatError(f"{self.path}: term id {term} out of range 0..{self.n_terms - 1} (corrupt index)")
-        check_terms(self, np.array([term], dtype=np.int64))
-        a, b = int(self.signal_offsets[term]), int(self.signal_offsets[term + 1])
+        _, data = self.strings_of(np.array([term], dtype=np.int64))
         try:
-            return self.signal_bytes[a:b].tobytes().decode("utf-8")
+            return data.tobytes().decode("utf-8")
         except UnicodeDecodeError as exc:
             raise IndexFormatError(f"{self.path / 'signal_bytes.npy'}: the string of term {term} is not UTF-8 "
                                    "(corrupt index)") from exc
@@ -197,17 +217,15 @@ class Index:
     def signal_table(self) -> Any:
         """Every term as an Arrow table (hash uint64, signal string), row = term id.
 
-        Zero-copy over the mapped vocabulary and signal strings, for tools and debugging."""
+        Every string decoded (the whole table in memory), for tools and debugging."""
         import pyarrow as pa
 
         from .validate import check_signal_offsets
 
-        check_signal_offsets(self)  # Arrow trusts the offsets: a lying file must not make it read past the bytes
-        kind = pa.string() if self.signal_offsets.dtype == np.int32 else pa.large_string()  # Arrow's offset widths
-        strings = pa.Array.from_buffers(
-            kind, self.n_terms,
-            [None, pa.py_buffer(np.asarray(self.signal_offsets)), pa.py_buffer(np.asarray(self.signal_bytes))],
-        )
+        check_signal_offsets(self)  # every term's code and table offsets, before the gather reads them
+        offsets, data = self.strings_of(np.arange(self.n_terms, dtype=np.int64))
+        strings = pa.Array.from_buffers(pa.large_string(), self.n_terms, [None, pa.py_buffer(offsets),
+                                                                         pa.py_buffer(data)])
         return pa.table({"hash": pa.array(np.asarray(self.vocab)), "signal": strings})
 
     def doc_id_array(self) -> Any:
@@ -260,33 +278,13 @@ class Index:
                 self._id_arrow = pa.array(self._doc_ids, type=pa.string())
             else:
                 self._id_arrow = self.doc_id_array()
-            self._id_fixed = _fixed_width_ids(self._id_arrow)
+            self._id_fixed = fixed_width_ids(self._id_arrow)
 
     def doc_ids(self) -> list[str]:
         """External ids as a Python list (convenient for small indexes; cached)."""
         if self._doc_ids is None:
             self._doc_ids = self.doc_id_array().to_pylist()
         return self._doc_ids
-
-
-FIXED_ID_MAX = 32  # ids up to this many bytes (ASCII) get the fixed-width table
-
-
-def _fixed_width_ids(ids: Any) -> np.ndarray | None:
-    """An Arrow string array as a zero-padded uint8[N, longest] table, or None (non-ASCII or long ids)."""
-    if len(ids) == 0:
-        return None
-    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset : ids.offset + len(ids) + 1]
-    data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
-    lengths = np.diff(offsets)
-    width = int(lengths.max())
-    if width == 0 or width > FIXED_ID_MAX or (data.size and int(data.max()) >= 0x80):
-        return None
-    fixed = np.zeros((len(ids), width), dtype=np.uint8)
-    rows = np.repeat(np.arange(len(ids)), lengths)
-    cols = np.arange(data.shape[0]) - np.repeat(offsets[:-1] - offsets[0], lengths)
-    fixed[rows, cols] = data
-    return fixed
 
 
 def _open_array(directory: Path, name: str, record: FileRecord | None) -> np.ndarray:
@@ -355,13 +353,26 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
     names = dict(ARRAYS)
     if manifest.scoring == "bm25":
         names.update(BM25_ARRAYS)
-    arrays = {n: _open_array(directory, n, records.get(array_file(n))) for n in names}
+    arrays = {n: _open_array(directory, n, records.get(array_file(n))) for n in names
+              if SINCE.get(n, 0) <= manifest.format_version}
     c = manifest.counts
     n, v, p = c.documents, c.terms, c.postings
     expected = {
         "vocab": v, "postings_indptr": v + 1, "postings_docs": p, "forward_indptr": n + 1,
-        "forward_terms": p, "doc_rank": n, "signal_offsets": v + 1, "postings_tf": p, "doc_lengths": n,
+        "forward_terms": p, "doc_rank": n, "postings_tf": p, "doc_lengths": n,
     }
+    from .kernels.packed import n_words
+    from .kernels.strings import string_bits
+
+    if "signal_codes" not in arrays:  # formats 2 and 3: one literal string per term
+        expected["signal_offsets"] = v + 1
+    elif arrays["signal_codes"].shape[0]:  # else U = V, every term its own literal, as above
+        u = arrays["signal_offsets"].shape[0] - 1
+        expected["signal_codes"] = n_words(v, 2 * string_bits(u))
+        if not 0 <= u <= v or string_bits(u) > 31:
+            raise IndexFormatError(f"{directory / array_file('signal_offsets')}: {u} literal strings for {v} terms")
+    else:
+        expected["signal_offsets"] = v + 1
     for name, arr in arrays.items():
         if name in expected and arr.shape[0] != expected[name]:
             raise IndexFormatError(f"{directory / array_file(name)}: {arr.shape[0]} entries, expected {expected[name]}")
@@ -374,6 +385,7 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
         postings_docs=arrays["postings_docs"], forward_indptr=arrays["forward_indptr"],
         forward_terms=arrays["forward_terms"], doc_rank=arrays["doc_rank"], signal_offsets=arrays["signal_offsets"],
         signal_bytes=arrays["signal_bytes"], postings_tf=arrays.get("postings_tf"),
+        signal_codes=arrays.get("signal_codes", np.zeros(0, dtype=np.uint64)),
         doc_lengths=arrays.get("doc_lengths"), _id_file=id_file,
     )
     from .validate import check_index

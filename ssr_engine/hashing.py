@@ -52,6 +52,15 @@ def hash_spans(data, offsets, seed, mask):
     return out
 
 
+@nb.njit(cache=True, nogil=True)
+def hash_ranges(data, starts, ends, seed, mask):
+    """Hashes of the byte spans data[starts[i]:ends[i]], ANDed with mask."""
+    out = np.empty(starts.shape[0], dtype=np.uint64)
+    for i in range(starts.shape[0]):
+        out[i] = fnv1a64(data, starts[i], ends[i], seed) & mask
+    return out
+
+
 def hash_mask(bits: int) -> np.uint64:
     if not 1 <= bits <= 64:
         raise ValueError(f"hash bits must be in 1..64, got {bits}")

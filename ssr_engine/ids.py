@@ -1,6 +1,7 @@
 """Document ids: the "ids are integers" rule and the id order of DESIGN.md section 2.
 
-Ties are broken by ascending id, compared as integers when every id of the collection is a
+`fixed_width_ids`: short ASCII ids as a fixed-width byte table (`format.Index.ids_of` gathers
+from it). Ties are broken by ascending id, compared as integers when every id of the collection is a
 base-10 integer (optional minus sign, ASCII digits) and as strings otherwise. The build
 (`indexing.doc_ids`, over Arrow arrays) and the reference (over Python lists) both take the
 rule from here.
@@ -10,6 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 INTEGER_ID = r"-?[0-9]+"
 """An id that is an integer matches this pattern as a whole (ASCII digits only)."""
@@ -30,3 +34,23 @@ def id_order(ids: Sequence[str]) -> list[int]:
     if ids_are_integers(ids):
         return sorted(range(len(ids)), key=lambda i: (int(ids[i]), ids[i]))
     return sorted(range(len(ids)), key=lambda i: ids[i])
+
+
+FIXED_ID_MAX = 32  # ids up to this many bytes (ASCII) get the fixed-width table
+
+
+def fixed_width_ids(ids: Any) -> np.ndarray | None:
+    """An Arrow string array as a zero-padded uint8[N, longest] table, or None (non-ASCII or long ids)."""
+    if len(ids) == 0:
+        return None
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset : ids.offset + len(ids) + 1]
+    data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    lengths = np.diff(offsets)
+    width = int(lengths.max())
+    if width == 0 or width > FIXED_ID_MAX or (data.size and int(data.max()) >= 0x80):
+        return None
+    fixed = np.zeros((len(ids), width), dtype=np.uint8)
+    rows = np.repeat(np.arange(len(ids)), lengths)
+    cols = np.arange(data.shape[0]) - np.repeat(offsets[:-1] - offsets[0], lengths)
+    fixed[rows, cols] = data
+    return fixed

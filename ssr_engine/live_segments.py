@@ -115,16 +115,8 @@ def _forward_batch(ix: Index, docs: np.ndarray, keep_tf: bool):
 
 def gather_strings_of(ix: Index, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Signal strings of term ids, as (bytes uint8, offsets int64[len + 1])."""
-    from .kernels.live import gather_spans
-    from .validate import check_terms
-
-    check_terms(ix, terms)  # their offsets (postings and strings) are read next: open checks only the ends
-    so = np.asarray(ix.signal_offsets)
-    starts = so[terms]
-    lengths = so[terms + 1] - starts
-    offsets = np.zeros(terms.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return gather_spans(ix.signal_bytes, starts, lengths), offsets
+    offsets, data = ix.strings_of(terms)  # checked first: open checks only the offsets' ends
+    return data, offsets
 
 
 def _live_chunks(snap: Snapshot, chunk_docs: int) -> Iterator[tuple[int, np.ndarray]]:

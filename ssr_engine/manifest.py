@@ -16,8 +16,9 @@ from .errors import IndexFormatError
 from .generations import SEGMENT_MANIFEST, seal, unseal
 
 FORMAT_NAME = "ssr-index"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (2, 3)  # 2: offsets always int64
+FORMAT_VERSION = 4
+# 2: offsets always int64; 3: offsets int32 when they fit; 4: compact signal strings (signal_codes)
+READABLE_VERSIONS = (2, 3, 4)
 MANIFEST = SEGMENT_MANIFEST
 
 
@@ -70,6 +71,7 @@ class Manifest:
     files: dict[str, FileRecord] = field(default_factory=dict)
     extra_files: dict[str, str] = field(default_factory=dict)
     doc_store: dict[str, Any] | None = None  # `docstore`: the stored texts (--store-text), or None
+    format_version: int = FORMAT_VERSION  # the layout of the segment's files (read from the manifest)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON body (without format keys and checksum)."""
@@ -114,8 +116,11 @@ class Manifest:
             store = data.get("doc_store")
             if store is not None and not isinstance(store, dict):
                 raise ValueError("doc_store must be an object or null")
+            version = data.get("format_version", FORMAT_VERSION)
+            if version not in READABLE_VERSIONS:
+                raise ValueError(f"format_version {version!r} is not one of {READABLE_VERSIONS}")
             return cls(scoring, counts, settings, dict(data.get("ids", {})), dict(data.get("input", {})),
-                       dict(data.get("build", {})), files, extra, store)
+                       dict(data.get("build", {})), files, extra, store, version)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             raise IndexFormatError(f"{where}: corrupt manifest ({detail})") from exc
@@ -152,8 +157,9 @@ def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
     by_size = sorted(names, key=lambda n: -(directory / n).stat().st_size)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         records = dict(zip(by_size, pool.map(lambda n: file_record(directory, n), by_size), strict=True))
-    manifest = replace(manifest, files={n: records[n] for n in names})
-    body = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **manifest.to_dict()}
+    # a writer writes the current layout, whatever manifest it started from (a live segment: its base's)
+    manifest = replace(manifest, files={n: records[n] for n in names}, format_version=FORMAT_VERSION)
+    body = {"format": FORMAT_NAME, **manifest.to_dict()}
     write_text(directory / MANIFEST, seal(body))
     return manifest
 

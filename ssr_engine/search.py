@@ -370,7 +370,8 @@ def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np
     """
     terms, df, ok = lookup(np.ascontiguousarray(hashes, dtype=np.uint64), data, offsets, index.vocab.view(np.ndarray),
                            checked_blocks(index), VOCAB_BLOCK_SHIFT, index.signal_bytes.view(np.ndarray),
-                           index.signal_offsets.view(np.ndarray), index.postings_indptr.view(np.ndarray),
+                           index.signal_offsets.view(np.ndarray), index.signal_codes.view(np.ndarray),
+                           index.string_bits, index.postings_indptr.view(np.ndarray),
                            index.postings_docs.shape[0], index.n_docs)
     if not ok:
         _lookup_checked(index, data, offsets, hashes)  # raises IndexFormatError naming the file

@@ -7,12 +7,13 @@ Three tiers, so that what open reads stays small (the O(V) arrays are 240 MB eac
   0..N-1, postings_indptr and signal_offsets starting at 0 and ending at their data's length;
 - per looked-up term (`find_terms`, `check_terms`, called by every term lookup before a kernel
   reads the term's rows): the vocabulary blocks the binary search reads are strictly sorted
-  (checked once per block, remembered on the index), and the term's postings and signal-string
-  offsets are in range with df <= N. A query thus never reads an offset nobody checked;
+  (checked once per block, remembered on the index), the term's postings are in range with
+  df <= N, and its signal code names table strings whose offsets are in range. A query thus
+  never reads an offset nobody checked;
 - `full=True` (`ssr verify`, `Searcher(..., verify=True)`, `ssr search --verify`): the whole
   O(V) arrays (offsets monotone, vocabulary strictly sorted) and the O(P) ones: every posting
   list strictly ascending with ids < N, every forward row strictly ascending with term ids < V,
-  term frequencies >= 1.
+  term frequencies >= 1, every term's code sound and its string hashing to its vocabulary entry.
 
 `verify_index` (`ssr verify`) adds every file's sha256 against the manifests to `full=True`.
 
@@ -70,8 +71,31 @@ def _offsets(index: Index, name: str, indptr: np.ndarray, length: int, what: str
 
 
 def check_signal_offsets(index: Index) -> None:
-    """The whole signal_offsets array (open checks only its ends): before reading every term's string."""
+    """The whole string table and every term's code (open checks only the table's ends): before
+    reading every term's string."""
+    from .kernels.strings import first_unsound_range
+
     _offsets(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
+    t = first_unsound_range(index.signal_offsets.view(np.ndarray), index.signal_bytes.shape[0],
+                            index.signal_codes.view(np.ndarray), index.string_bits, 0, index.n_terms)
+    if t >= 0:
+        raise _fail(index, "signal_codes", f"the code of term {t} names no string of the table")
+
+
+def check_signal_hashes(index: Index, chunk: int = 1 << 20) -> None:
+    """Every term's string hashes to its vocabulary entry (`verify`): a flipped code or string byte
+    cannot pass for another signal."""
+    from .hashing import hash_mask, hash_spans
+
+    h = index.settings.hash
+    for lo in range(0, index.n_terms, chunk):
+        terms = np.arange(lo, min(lo + chunk, index.n_terms), dtype=np.int64)
+        offsets, data = index.strings_of(terms)
+        bad = np.flatnonzero(hash_spans(data, offsets, np.uint64(h.seed), hash_mask(h.bits)) != index.vocab[terms])
+        if bad.shape[0]:
+            t = lo + int(bad[0])
+            name = "signal_codes" if index.string_bits else "signal_bytes"
+            raise _fail(index, name, f"the string of term {t} does not hash to its vocabulary entry")
 
 
 def check_index(index: Index, full: bool = False) -> None:
@@ -88,7 +112,7 @@ def check_index(index: Index, full: bool = False) -> None:
     if not full:
         return
     _offsets(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
-    _offsets(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
+    check_signal_offsets(index)
     vocab = index.vocab
     _vocab_defect(index, kv.descent(vocab, True) if vocab.shape[0] > _SMALL else _first(vocab[1:] <= vocab[:-1]))
     row = kv.rows_ascending_below(index.postings_indptr, index.postings_docs, np.int64(n))
@@ -101,6 +125,7 @@ def check_index(index: Index, full: bool = False) -> None:
         i = kv.first_zero(index.postings_tf)
         if i >= 0:
             raise _fail(index, "postings_tf", f"term frequency 0 at entry {i}")
+    check_signal_hashes(index)
 
 
 def _vocab_defect(index: Index, i: int) -> None:
@@ -134,20 +159,28 @@ def check_terms(index: Index, terms: np.ndarray) -> None:
 
     The per-query share of the open-time checks: a kernel may then read these terms' rows.
     """
-    terms = np.asarray(terms, dtype=np.int64)
+    from .kernels.strings import first_unsound, parts
+
+    terms = np.ascontiguousarray(terms, dtype=np.int64)
     if terms.shape[0] == 0:
         return
-    for name, indptr, length, most in (
-        ("postings_indptr", index.postings_indptr, index.postings_docs.shape[0], index.n_docs),
-        ("signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], index.signal_bytes.shape[0]),
-    ):
-        a = np.asarray(indptr[terms], dtype=np.int64)
-        b = np.asarray(indptr[terms + 1], dtype=np.int64)
-        bad = np.flatnonzero((a < 0) | (b < a) | (b > length) | (b - a > most))
-        if bad.shape[0]:
-            t = int(terms[bad[0]])
-            raise _fail(index, name, f"entries {t}..{t + 1} ({int(a[bad[0]])}, {int(b[bad[0]])}) are out of "
-                                     f"order or past {length}")
+    indptr, length = index.postings_indptr, index.postings_docs.shape[0]
+    a = np.asarray(indptr[terms], dtype=np.int64)
+    b = np.asarray(indptr[terms + 1], dtype=np.int64)
+    bad = np.flatnonzero((a < 0) | (b < a) | (b > length) | (b - a > index.n_docs))
+    if bad.shape[0]:
+        t = int(terms[bad[0]])
+        raise _fail(index, "postings_indptr", f"entries {t}..{t + 1} ({int(a[bad[0]])}, {int(b[bad[0]])}) are out "
+                                              f"of order or past {length}")
+    codes, bits = index.signal_codes.view(np.ndarray), index.string_bits
+    i = first_unsound(index.signal_offsets.view(np.ndarray), index.signal_bytes.shape[0], codes, bits, terms)
+    if i >= 0:
+        t = int(terms[i])
+        left, right = parts(codes, bits, t)
+        if left >= index.signal_offsets.shape[0] - 1 or right >= index.signal_offsets.shape[0] - 1:
+            raise _fail(index, "signal_codes", f"the code of term {t} names no string of the table")
+        raise _fail(index, "signal_offsets", f"the entries of term {t}'s string ({left}, {right}) are out of order "
+                                             f"or past {index.signal_bytes.shape[0]}")
 
 
 def verify_opened(index: Index) -> None:

@@ -147,14 +147,23 @@ STRUCTURAL = {
     "signal_offsets_end": ("signal_offsets", lambda a: a.__setitem__(-1, a[-1] + 1)),
 }
 # edits inside the O(V) arrays are found by the first lookup that reads them: the term queried
-READ_BY_LOOKUP = {"postings_indptr+1e6": lambda v: v // 2, "vocab_unsorted": lambda v: 0,
-                  "signal_offsets_jump": lambda v: 3}
+def _literal_term(ix, entry):
+    """The term whose string is table entry `entry` alone (format 4: signal_offsets indexes literals)."""
+    from ssr_engine.kernels.strings import parts
+
+    return next(t for t in range(ix.n_terms) if parts(ix.signal_codes, ix.string_bits, t) == (entry, -1))
+
+
+# the term each lookup case queries (given the intact index)
+READ_BY_LOOKUP = {"postings_indptr+1e6": lambda ix: ix.n_terms // 2, "vocab_unsorted": lambda ix: 0,
+                  "signal_offsets_jump": lambda ix: _literal_term(ix, 3)}
 
 
 @pytest.fixture(scope="module")
 def term_strings(base):
     ix = open_index(base[1])
-    return [ix.signal(t) for t in range(ix.n_terms)]
+    strings = [ix.signal(t) for t in range(ix.n_terms)]
+    return {case: strings[pick(ix)] for case, pick in READ_BY_LOOKUP.items()}
 
 
 @pytest.mark.parametrize("case", sorted(STRUCTURAL))
@@ -164,7 +173,7 @@ def test_structural_edits_are_refused(base, term_strings, tmp_path, case):
     w = copy(out, tmp_path / "w")
     edit_array(w, name, fn)
     if case in READ_BY_LOOKUP:
-        query = term_strings[READ_BY_LOOKUP[case](len(term_strings))]
+        query = term_strings[case]
         for method in ("ssr", "maxscore", "exhaustive"):
             with pytest.raises(IndexFormatError, match=f"{name}.npy"):
                 Searcher(w, method=method).search(query, 10)
@@ -183,7 +192,7 @@ def test_structural_edits_exit_2_from_the_cli(base, term_strings, tmp_path):
         name, fn = STRUCTURAL[case]
         w = copy(out, tmp_path / case)
         edit_array(w, name, fn)
-        query = term_strings[READ_BY_LOOKUP[case](len(term_strings))] if case in READ_BY_LOOKUP else QUERIES[0]
+        query = term_strings[case] if case in READ_BY_LOOKUP else QUERIES[0]
         for extra in ((), ("--method", "exhaustive"), ("--explain",)):
             commands.append(["search", "--index", str(w), *extra, query])
         commands.append(["verify", str(w)])

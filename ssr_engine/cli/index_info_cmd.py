@@ -21,7 +21,7 @@ def _human(n: float) -> str:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..format import FORMAT_VERSION, open_index
+    from ..format import open_index
     from ..live import LiveIndex
 
     live = LiveIndex(args.index).info()
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         "path": str(index.root),
         "segment": index.path.name,
         "generation": index.commit.generation if index.commit else None,
-        "format_version": FORMAT_VERSION,
+        "format_version": index.manifest.format_version,  # the index's own, not this code's
         "scoring": m["scoring"],
         "counts": m["counts"],
         "signals": {k: v for k, v in m["signals"].items() if k != "stopwords"},
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     c = m["counts"]
     s = summary["signals"]
-    print(f"index        {index.root}  (format {FORMAT_VERSION}, scoring {summary['scoring']}, "
+    print(f"index        {index.root}  (format {summary['format_version']}, scoring {summary['scoring']}, "
           f"generation {summary['generation']}, segment {summary['segment']})")
     print(f"documents    {c['documents']:,}  ({c['empty_documents']:,} without signals)")
     print(f"terms        {c['terms']:,}")

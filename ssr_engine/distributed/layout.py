@@ -265,7 +265,6 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
     """
     from ..kernels.shards import match_sorted
     from ..kernels.spans import spans_equal
-    from ..validate import check_terms
 
     tables = [np.diff(np.asarray(ix.postings_indptr)).astype(np.int64) for ix in indexes]
     own = [t.copy() for t in tables]
@@ -275,9 +274,10 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
             a, b = indexes[s], indexes[t]
             pos = match_sorted(a.vocab, b.vocab)
             hit = np.flatnonzero(pos >= 0)
-            check_terms(a, hit)  # open checks only the offsets' ends; spans_equal reads these entries
-            check_terms(b, pos[hit])
-            same = spans_equal(a.signal_bytes, a.signal_offsets, hit, b.signal_bytes, b.signal_offsets, pos[hit])
+            a_off, a_data = a.strings_of(hit)  # checked first: open checks only the offsets' ends
+            b_off, b_data = b.strings_of(pos[hit])
+            every = np.arange(hit.shape[0], dtype=np.int64)
+            same = spans_equal(a_data, a_off, every, b_data, b_off, every)
             if not same.all():
                 i = int(hit[np.flatnonzero(~same)[0]])
                 collisions.append(f"{a.signal(i)!r} ({a.path}) and {b.signal(int(pos[i]))!r} ({b.path}) share "

@@ -19,6 +19,7 @@ from ..format import ArrayWriter, npy_data_offset, read_slice
 from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
 from ..kernels.spans import gather_spans
 from .runs import HashCollision, RunInfo, run_file
+from .strings import encode_strings
 
 BUCKET_ENTRIES = 4_000_000  # target run entries per bucket
 BUCKET_POSTINGS = 16_000_000  # and postings per bucket (frequent unigrams make BM25 buckets heavy)
@@ -51,7 +52,7 @@ def merge_runs(
     progress: Callable[[int], None] = lambda n: None,
     workers: int = 1,
 ) -> tuple[int, int]:
-    """Write vocab, postings, signal strings and per-run term maps; returns (V, P).
+    """Write vocab, postings, signal strings (`strings.encode_strings`) and per-run term maps; returns (V, P).
 
     Buckets are read and merged on `workers` threads (the kernels release the GIL), at most
     `workers + 1` in memory, and appended to the outputs in order by this thread.
@@ -77,8 +78,9 @@ def merge_runs(
     indptr = ArrayWriter(out_dir, "postings_indptr", last=postings)
     docs = ArrayWriter(out_dir, "postings_docs")
     tfs = ArrayWriter(out_dir, "postings_tf") if keep_tf else None
-    sig_off = ArrayWriter(out_dir, "signal_offsets", last=string_bytes)
-    sig_bytes = ArrayWriter(out_dir, "signal_bytes")
+    # every term's string, in term order, to the work folder: encode_strings makes the compact form
+    sig_off = ArrayWriter(run_dir, "signal_offsets", last=string_bytes)
+    sig_bytes = ArrayWriter(run_dir, "signal_bytes")
     indptr.append(np.zeros(1, dtype=np.int64))
     sig_off.append(np.zeros(1, dtype=np.int64))
     n_terms = 0
@@ -122,6 +124,7 @@ def merge_runs(
         for w in (vocab, indptr, docs, tfs, sig_off, sig_bytes):
             if w is not None:
                 w.close()
+    encode_strings(run_dir, out_dir, runs[0].seed if runs else 0, runs[0].mask if runs else 2**64 - 1)
     return n_terms, n_postings
 
 

@@ -33,6 +33,8 @@ class RunInfo:
     n_terms: int
     n_postings: int
     empty_docs: int
+    seed: int = 0  # the hash of its signals (`merge_runs` splits bigrams into words with it)
+    mask: int = 2**64 - 1
 
 
 def run_file(directory: Path, index: int, name: str) -> Path:
@@ -76,4 +78,6 @@ def write_run(
         n_terms=int(uniq_hash.shape[0]),
         n_postings=int(post_docs.shape[0]),
         empty_docs=int(np.count_nonzero(per_doc == 0)),
+        seed=int(seed),
+        mask=int(mask),
     )

@@ -12,16 +12,18 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .spans import span_equal
+from .strings import sound, term_equal
 from .validate import search_checked
 
 
 @nb.njit(cache=True, nogil=True)
-def lookup(hashes, data, offsets, vocab, checked, shift, signal_bytes, signal_offsets, indptr, n_postings, n_docs):
+def lookup(hashes, data, offsets, vocab, checked, shift, signal_bytes, signal_offsets, signal_codes, bits, indptr,
+           n_postings, n_docs):
     """Term id and df of each signal (span i of (data, offsets), hash hashes[i]); -1 and 0 when unknown.
 
     vocab uint64[V] (sorted hashes; blocks of 2**shift entries checked once, remembered in
-    `checked`, as `validate.search_checked`); signal_bytes/signal_offsets: the terms' strings;
+    `checked`, as `validate.search_checked`); signal_bytes/signal_offsets/signal_codes/bits: the
+    terms' strings (`kernels.strings`);
     indptr int64[V + 1] over n_postings postings of n_docs documents. A hash hit is a term only
     when the strings agree. Returns (terms int64[n], df int64[n], ok): ok False when the
     vocabulary or a hit term's offsets are out of order or range (nothing may be trusted then).
@@ -40,11 +42,11 @@ def lookup(hashes, data, offsets, vocab, checked, shift, signal_bytes, signal_of
         if p >= vocab.shape[0] or vocab[p] != hashes[i]:
             continue
         a, b = indptr[p], indptr[p + 1]
-        sa, sb = signal_offsets[p], signal_offsets[p + 1]
         # validate.check_terms' conditions, for the same terms
-        if a < 0 or b < a or b > n_postings or b - a > n_docs or sa < 0 or sb < sa or sb > n_bytes:
+        if a < 0 or b < a or b > n_postings or b - a > n_docs or not sound(signal_offsets, n_bytes, signal_codes,
+                                                                            bits, p):
             return terms, df, False
-        if span_equal(data, offsets[i], offsets[i + 1], signal_bytes, sa, sb):
+        if term_equal(data, offsets[i], offsets[i + 1], signal_bytes, signal_offsets, signal_codes, bits, p):
             terms[i] = p
             df[i] = b - a
     return terms, df, True

@@ -1,0 +1,157 @@
+"""Signal strings of terms, stored compactly (format 4): a table of literal strings plus one code per term.
+
+table: (data uint8, offsets int32 or int64[U + 1]), the literal strings (unigrams, and any
+signal that cannot be written as two of them), in term order. codes: uint64 words
+(`kernels.packed`) holding one value per term at 2 * bits bits: left | right << bits, table
+entries; right = 2**bits - 1 (`sentinel`) marks a literal term (its string is table entry
+left); otherwise the term is the bigram "left right" (two table strings joined by one space).
+By DESIGN.md's cap rule both words of an indexed bigram are unigrams of the same text, so every
+bigram of a build is a pair. bits = 0 (format 2 and 3 indexes, and tables where every term is
+literal): term t is table entry t, and codes may be empty.
+
+Every function here trusts the entries it reads: `sound` (per term) or `first_unsound` (a range)
+checks a term's code and table offsets first.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .packed import get
+from .spans import span_equal
+
+SPACE = 32
+
+
+def string_bits(n_literals: int) -> int:
+    """Bits of one table entry in a code: entries 0..n_literals-1 and the sentinel 2**bits - 1."""
+    return max(1, int(n_literals).bit_length())
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def parts(codes, bits, t):
+    """(left, right) table entries of term t (int64); right = -1 for a literal term."""
+    if bits == 0:
+        return np.int64(t), np.int64(-1)
+    c = get(codes, 2 * bits, t)
+    sentinel = (np.uint64(1) << np.uint64(bits)) - np.uint64(1)
+    left = np.int64(c & sentinel)
+    right = c >> np.uint64(bits)
+    if right == sentinel:
+        return left, np.int64(-1)
+    return left, np.int64(right)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _entry_sound(offsets, n_bytes, e):
+    n = offsets.shape[0] - 1
+    if e < 0 or e >= n:
+        return False
+    a, b = offsets[e], offsets[e + 1]
+    return 0 <= a <= b <= n_bytes
+
+
+@nb.njit(cache=True, nogil=True)
+def sound(offsets, n_bytes, codes, bits, t):
+    """True when term t's code names table entries whose offsets lie within the n_bytes table bytes."""
+    left, right = parts(codes, bits, t)
+    return _entry_sound(offsets, n_bytes, left) and (right < 0 or _entry_sound(offsets, n_bytes, right))
+
+
+@nb.njit(cache=True, nogil=True)
+def first_unsound(offsets, n_bytes, codes, bits, terms):
+    """The first i such that term terms[i] is not `sound`, or -1."""
+    for i in range(terms.shape[0]):
+        if not sound(offsets, n_bytes, codes, bits, terms[i]):
+            return i
+    return -1
+
+
+@nb.njit(cache=True, nogil=True)
+def first_unsound_range(offsets, n_bytes, codes, bits, lo, hi):
+    """The first term in lo..hi-1 that is not `sound`, or -1 (`verify`: every term)."""
+    for t in range(lo, hi):
+        if not sound(offsets, n_bytes, codes, bits, t):
+            return t
+    return -1
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def term_equal(data, a0, a1, table, offsets, codes, bits, t):
+    """data[a0:a1] == the string of (sound) term t, byte for byte."""
+    left, right = parts(codes, bits, t)
+    la, lb = offsets[left], offsets[left + 1]
+    if right < 0:
+        return span_equal(data, a0, a1, table, la, lb)
+    ra, rb = offsets[right], offsets[right + 1]
+    mid = a0 + (lb - la)
+    if a1 - a0 != (lb - la) + 1 + (rb - ra) or data[mid] != SPACE:
+        return False
+    return span_equal(data, a0, mid, table, la, lb) and span_equal(data, mid + 1, a1, table, ra, rb)
+
+
+@nb.njit(cache=True, nogil=True)
+def gather(table, offsets, codes, bits, terms):
+    """The strings of (sound) terms as (offsets int64[m + 1], data uint8)."""
+    m = terms.shape[0]
+    out_off = np.zeros(m + 1, dtype=np.int64)
+    for i in range(m):
+        left, right = parts(codes, bits, terms[i])
+        n = offsets[left + 1] - offsets[left]
+        if right >= 0:
+            n += 1 + offsets[right + 1] - offsets[right]
+        out_off[i + 1] = out_off[i] + n
+    out = np.empty(out_off[m], dtype=np.uint8)
+    for i in range(m):
+        left, right = parts(codes, bits, terms[i])
+        p = out_off[i]
+        la, lb = offsets[left], offsets[left + 1]
+        out[p : p + lb - la] = table[la:lb]
+        if right >= 0:
+            p += lb - la
+            out[p] = SPACE
+            ra, rb = offsets[right], offsets[right + 1]
+            out[p + 1 : p + 1 + rb - ra] = table[ra:rb]
+    return out_off, out
+
+
+# ---- the build: which terms are pairs ---------------------------------------------------------
+
+
+@nb.njit(cache=True, nogil=True)
+def spaces(offsets, data, lo, hi):
+    """Position in data of the first space of each term lo..hi-1 of a plain string table, or -1. int64[hi - lo]."""
+    out = np.full(hi - lo, -1, dtype=np.int64)
+    for t in range(lo, hi):
+        for p in range(offsets[t], offsets[t + 1]):
+            if data[p] == SPACE:
+                out[t - lo] = p
+                break
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def find_words(data, starts, ends, hashes, word_hashes, word_terms, offsets):
+    """The term of each span data[starts[i]:ends[i]] (hash hashes[i]) among the words, or -1.
+
+    word_hashes uint64[U] sorted (the words' hashes), word_terms their term ids in the plain
+    string table (data, offsets). A hash hit counts only when the strings agree.
+    """
+    n = hashes.shape[0]
+    out = np.full(n, -1, dtype=np.int64)
+    u = word_hashes.shape[0]
+    for i in nb.prange(n):
+        h = hashes[i]
+        lo, hi = 0, u
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if word_hashes[mid] < h:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < u and word_hashes[lo] == h:
+            t = word_terms[lo]
+            if span_equal(data, starts[i], ends[i], data, offsets[t], offsets[t + 1]):
+                out[i] = t
+    return out

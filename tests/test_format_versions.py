@@ -1,0 +1,185 @@
+"""Format versions: compact signal strings (format 4: literal table + bit-packed codes), int32
+offsets (format 3), and indexes of versions 2 and 3 still opening and answering the same."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import write_tsv
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ssr_engine import build_index, open_index, verify_index
+from ssr_engine.errors import IndexFormatError
+from ssr_engine.kernels.packed import get, n_words, pack
+from ssr_engine.kernels.strings import parts, string_bits
+from ssr_engine.search import Searcher
+
+
+@settings(max_examples=60, deadline=None)
+@given(width=st.integers(1, 63), seed=st.integers(0, 2**32 - 1), n=st.integers(0, 300))
+def test_packed_values_read_back_at_every_width(width, seed, n):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**width, n, dtype=np.uint64) if width < 63 else \
+        rng.integers(0, 2**63, n, dtype=np.uint64)
+    values[: n // 3] = np.uint64(2**width - 1)  # all ones: the bits next to each value stay clean
+    words = pack(values, width)
+    assert words.shape[0] == n_words(n, width)
+    assert [int(get(words, width, i)) for i in range(n)] == values.tolist()
+
+
+def _downgrade(out: Path, version: int) -> None:
+    """Rewrite the index at `out` as format `version` (2 or 3) wrote it: every term's string in the
+    table, no codes (version 2: int64 string offsets), and commit it."""
+    from ssr_engine.generations import IndexWriter, seal
+    from ssr_engine.manifest import read_manifest, write_manifest
+
+    ix = open_index(out)
+    seg, n_docs = ix.path, ix.n_docs
+    offsets, data = ix.strings_of(np.arange(ix.n_terms))
+    ix.close()
+    np.save(seg / "signal_offsets.npy", offsets.astype(np.int64 if version == 2 else np.int32))
+    np.save(seg / "signal_bytes.npy", data)
+    (seg / "signal_codes.npy").unlink()
+    write_manifest(seg, read_manifest(seg))
+    body = json.loads((seg / "manifest.json").read_text())
+    body.pop("checksum")
+    body["format_version"] = version
+    (seg / "manifest.json").write_text(seal(body))
+    with IndexWriter(out, True) as writer:
+        writer.commit([(seg, n_docs)])
+
+
+def test_bigrams_are_pairs_of_unigram_strings(tmp_path, cranfield_docs):
+    out = build_index(write_tsv(tmp_path / "c.tsv", cranfield_docs[:300]), tmp_path / "idx", quiet=True)
+    ix = open_index(out)
+    strings = ix.signal_table().column("signal").to_pylist()
+    table = ix.signal_bytes.tobytes()
+    literals = [table[a:b].decode() for a, b in zip(ix.signal_offsets[:-1], ix.signal_offsets[1:], strict=True)]
+    unigrams = [s for s in strings if " " not in s]
+    assert literals == unigrams  # the table holds the unigrams alone, in term order
+    assert ix.string_bits == string_bits(len(unigrams)) and ix.signal_codes.shape[0] == n_words(
+        ix.n_terms, 2 * ix.string_bits)
+    for t, s in enumerate(strings):
+        left, right = parts(ix.signal_codes, ix.string_bits, t)
+        assert s == (literals[left] if right < 0 else f"{literals[left]} {literals[right]}")
+    assert sum(" " in s for s in strings) > len(strings) // 4  # many terms are bigrams: the saving is real
+    assert verify_index(out) == []
+
+
+def test_unigram_only_indexes_have_no_codes(tmp_path):
+    out = build_index(write_tsv(tmp_path / "c.tsv", [("1", "alpha beta gamma"), ("2", "beta delta")]), tmp_path / "i",
+                      scoring="bm25", quiet=True)
+    ix = open_index(out)
+    assert ix.signal_codes.shape[0] == 0 and ix.string_bits == 0
+    assert sorted(ix.signal(t) for t in range(ix.n_terms)) == ["alpha", "beta", "delta", "gamma"]
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory, cranfield_docs):
+    tmp = tmp_path_factory.mktemp("codes")
+    return build_index(write_tsv(tmp / "c.tsv", cranfield_docs[:200]), tmp / "idx", quiet=True)
+
+
+def _edit_code(out: Path, copy_to: Path, t: int, left: int, right: int) -> Path:
+    """A copy of the index at `out` whose term t has the code (left, right) (right -1: literal)."""
+    import shutil
+
+    shutil.copytree(out, copy_to)
+    seg = open_index(copy_to).path
+    codes = np.load(seg / "signal_codes.npy", mmap_mode="r+")
+    bits = string_bits(open_index(copy_to).signal_offsets.shape[0] - 1)
+    values = np.array([int(get(codes, 2 * bits, i)) for i in range(open_index(copy_to).n_terms)], dtype=np.uint64)
+    values[t] = np.uint64(left | ((2**bits - 1 if right < 0 else right) << bits))
+    codes[:] = pack(values, 2 * bits)
+    codes.flush()
+    return copy_to
+
+
+def test_a_code_naming_no_string_is_an_error(small, tmp_path):
+    ix = open_index(small)
+    t = next(t for t in range(ix.n_terms) if " " in ix.signal(t))
+    word = ix.signal(t)
+    u = ix.signal_offsets.shape[0] - 1
+    bad = _edit_code(small, tmp_path / "w", t, u + 1, 0)  # past the table
+    for method in ("ssr", "exhaustive"):
+        with pytest.raises(IndexFormatError, match="signal_codes.npy"):
+            Searcher(bad, method=method).search(word, 10)
+    with pytest.raises(IndexFormatError, match="signal_codes.npy"):
+        open_index(bad).signal(t)
+    assert any("signal_codes.npy" in p for p in verify_index(bad))
+
+
+def test_a_code_naming_another_string_is_found_by_verify(small, tmp_path):
+    ix = open_index(small)
+    t = next(t for t in range(ix.n_terms) if " " in ix.signal(t))
+    left, right = parts(ix.signal_codes, ix.string_bits, t)
+    bad = _edit_code(small, tmp_path / "w", t, right, left)  # "b a" for "a b": sound, but not this term's string
+    assert Searcher(bad).search(ix.signal(t), 10).rows() is not None  # no crash; the term is not found
+    from ssr_engine.validate import check_index
+
+    with pytest.raises(IndexFormatError, match="signal_codes.npy: the string of term .* does not hash"):
+        check_index(open_index(bad), full=True)  # the structural tier alone (verify also finds the checksum)
+    assert any("signal_codes.npy" in p for p in verify_index(bad))
+
+
+def test_byte_flips_in_codes_never_crash(small, tmp_path):
+    rnd = random.Random(5)
+    queries = [open_index(small).signal(t) for t in range(0, open_index(small).n_terms, 97)]
+    for i in range(6):
+        import shutil
+
+        w = tmp_path / f"f{i}"
+        shutil.copytree(small, w)
+        path = open_index(w).path / "signal_codes.npy"
+        raw = bytearray(path.read_bytes())
+        pos = rnd.randrange(128, len(raw))  # past the .npy header
+        raw[pos] ^= 1 << rnd.randrange(8)
+        path.write_bytes(bytes(raw))
+        assert verify_index(w)
+        try:
+            Searcher(w).search_batch(queries, 10)
+        except IndexFormatError:
+            pass
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_docs, monkeypatch, capsys, version):
+    from ssr_engine import arrays
+    from ssr_engine import format as fmt
+
+    path = write_tsv(tmp_path / "cran.tsv", cranfield_docs[:300])
+    new = open_index(build_index(path, tmp_path / "new", chunk_docs=100, quiet=True))
+    for name in fmt.OFFSET_ARRAYS:
+        assert getattr(new, name).dtype == np.int32, name
+    assert json.loads((new.path / "manifest.json").read_text())["format_version"] == 4
+    assert fmt.offsets_dtype(2**31 - 1) == np.int32 and fmt.offsets_dtype(2**31) == np.int64
+    if version == 2:  # int64 offsets throughout
+        monkeypatch.setattr(arrays, "offsets_dtype", lambda last: np.dtype(np.int64))
+    out = build_index(path, tmp_path / "old", chunk_docs=100, quiet=True)
+    monkeypatch.undo()
+    _downgrade(out, version)
+    old = open_index(out)
+    assert old.manifest.format_version == version and old.string_bits == 0
+    assert old.signal_offsets.shape[0] == old.n_terms + 1
+    for name in (*fmt.OFFSET_ARRAYS, "vocab", "postings_docs", "forward_terms"):
+        want = np.int64 if version == 2 and name in fmt.OFFSET_ARRAYS else getattr(new, name).dtype
+        assert getattr(old, name).dtype == want
+        if name != "signal_offsets":
+            assert getattr(old, name).tolist() == getattr(new, name).tolist(), name
+    assert verify_index(out) == []
+    assert old.signal_table().equals(new.signal_table())
+    queries = [t for _, t in cranfield_docs[300:320]]
+    for method in ("ssr", "exhaustive"):
+        a, b = Searcher(out).search_batch(queries, 10, method=method), \
+            Searcher(new.root).search_batch(queries, 10, method=method)
+        assert [r.rows() for r in a] == [r.rows() for r in b] and any(r.rows() for r in a)
+    from ssr_engine.cli import main as cli_main
+
+    capsys.readouterr()
+    assert cli_main(["index-info", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["format_version"] == version  # the index's own, not the code's
