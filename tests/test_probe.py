@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_kernels import Arrays, corpus_st, queries_st
+from test_levels import check_bars
 from test_prune import assert_equals_reference, tie_heavy_ref
 
 from ssr_engine.kernels import levels, probe
@@ -60,6 +61,16 @@ def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block):
     assert_equals_reference(arrays, queries, k, got)
     for a, b in zip(by_levels(arrays, queries, k, block=block), got, strict=True):
         assert a.tobytes() == b.tobytes()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(20, 400), st.integers(3, 15), st.integers(0, 10_000), st.integers(1, 500),
+       st.sampled_from([1, 7, 1 << 14]), st.booleans(), st.sampled_from([1, 2]), st.sampled_from([EAGER, probe.RULE]))
+def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, seed, k, block, deletions, threads,
+                                                              rule):
+    """As levels' test of the same name: probe with a bar == the union without it, filtered by the bar
+    (ties at the bar, keys past every id, between levels, above every level, none)."""
+    check_bars(run, n_docs, n_words, seed, k, deletions, block=block, n_chunks=threads, rule=rule)
 
 
 def test_it_prunes_and_its_stats_count():

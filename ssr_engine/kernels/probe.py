@@ -28,11 +28,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .candidates import CorruptIndexData, cap_k, region_offsets
-from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables
+from . import levels
+from .candidates import region_offsets
+from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, or_block
 from .prune import _contains
-from .ssr import DEFAULT_BLOCK, _search_one
-from .topk import check_key_range, compact_failed, deheap_sort, doc_key, heap_push, rejects
+from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start
+from .topk import compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
 # candidates per thread; a query whose essential lists hold more takes levels
 _CANDIDATES = 1 << 20
@@ -65,38 +66,14 @@ def _collect(a, p, m, q_terms, indptr, docs, n_docs, block, live, mask, touched,
         last[j] = -1
     n = 0
     while True:
-        lo = n_docs
-        left = False
-        for j in range(p, m):
-            if cur[j] < end[j]:
-                left = True
-                d = np.int64(docs[cur[j]])
-                if d < lo:
-                    lo = d
+        lo = block_start(docs, cur[p:], end[p:], m - p, n_docs)
+        if lo < 0:
+            return -1
         if lo >= n_docs:
-            return -1 if left else n
-        hi = min(lo + block, n_docs)
-        nt = 0
-        for j in range(p, m):
-            bit = np.uint16(1 << j)
-            c = cur[j]
-            e = end[j]
-            prev = last[j]
-            while c < e:
-                d = np.int64(docs[c])
-                if d >= hi:
-                    break
-                if d <= prev:  # strictly ascending postings (hence d >= lo): keeps x in range
-                    return -1
-                prev = d
-                x = d - lo
-                old = mask[x]
-                touched[nt] = x
-                nt += np.int64(old == 0)
-                mask[x] = old | bit
-                c += 1
-            cur[j] = c
-            last[j] = prev
+            return n
+        nt = or_block(docs, cur, end, last, p, m, lo, min(lo + block, n_docs), mask, touched)
+        if nt < 0:
+            return -1
         for i in range(nt):
             x = touched[i]
             msk = mask[x]
@@ -213,13 +190,27 @@ def _df(indptr, q_terms, a, j):
     return indptr[t + 1] - indptr[t]
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _first_bar(q, bar_s, bar_m, bar_k):
+    """The caller's bar for query q (a document must rank strictly before it) as the kernel's own kind,
+    one a document must rank at or before: keys are integers, so key < bar_k is key <= bar_k - 1.
+    Score -1: no bar (empty arrays, -inf, or a score every document beats)."""
+    if bar_s.shape[0] == 0 or not bar_s[q] >= 0:
+        return (-1.0, np.int64(0), np.int64(0))
+    return (bar_s[q], np.int64(bar_m[q]), max(bar_k[q], np.int64(0)) - 1)
+
+
 @nb.njit(cache=True, nogil=True)
 def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, block, cap,
-               live, mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop, cand, bucket, base, res_d,
-               res_s, res_m, rule, stats):
-    """One query of 2..MAX_TERMS terms, cap >= 1, by growing essential sets; results best first in
-    res_*[base:base + cap]. Returns the result count, -1 for corrupt postings, -2 when levels
-    should read every posting instead (nothing written)."""
+               live, work, t, base, res_d, res_s, res_m, rule, stats, bar):
+    """One query of 2..MAX_TERMS terms, cap >= 1, by growing essential sets on workspace row t; results
+    best first in res_*[base:base + cap]. `bar` (`_first_bar`): documents must rank at or before it.
+    Returns the result count, -1 for corrupt postings, -2 when levels should read every posting instead
+    (nothing written)."""
+    mask, touched, cur, end, last, score, pop, level = (work[0][t], work[1][t], work[2][t], work[3][t], work[4][t],
+                                                        work[5][t], work[6][t], work[7][t])
+    cand = (work[16][t], work[17][t], work[18][t])
+    bucket = (work[19][t], work[20][t], work[21][t])
     a = q_offsets[q]
     m = q_offsets[q + 1] - a
     total = 0
@@ -227,14 +218,13 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
         total += _df(indptr, q_terms, a, j)
     if total < max(rule[0], rule[1] * cap) or _df(indptr, q_terms, a, 0) < rule[2] * total:
         return -2
-    _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop)
+    _tables(q_weights, a, m, score, pop, level, work[8][t], work[9][t])
     limit = min(_SHARE * total, cand[0].shape[0])
     p = m - 1  # first E: the heaviest lists until they hold _FIRST postings per result wanted
     held = _df(indptr, q_terms, a, p)
     while p > 1 and held < _FIRST * cap:
         p -= 1
         held += _df(indptr, q_terms, a, p)
-    bar = (-1.0, np.int64(0), np.int64(0))
     spent = 0
     while p > 0 and held <= limit and spent <= total:
         stats[0] += held
@@ -250,12 +240,14 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
         if size < 0:
             return -1
         spent += held + rule[3] * (stats[1] - probed)
-        nonE = (1 << p) - 1
-        if not grow and rejects(res_s, res_m, base, size, cap, score[nonE], pop[nonE]):
-            deheap_sort(res_s, res_m, res_d, base, size)  # nothing outside E can enter: exact
-            return size
         if size == cap:  # a real k-th entry: the final one ranks at or before it
             bar = (res_s[base], np.int64(res_m[base]), res_d[base])
+        nonE = (1 << p) - 1
+        # every document of E at or before the bar was probed (unless the attempt gave up): exact when
+        # no document outside E reaches the bar
+        if not grow and bar[0] >= 0 and (score[nonE] < bar[0] or (score[nonE] == bar[0] and pop[nonE] < bar[1])):
+            deheap_sort(res_s, res_m, res_d, base, size)
+            return size
         # a larger E: at least one more list, then MaxScore's split at the bar
         p -= 1
         held += _df(indptr, q_terms, a, p)
@@ -266,99 +258,119 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
     return -2
 
 
-@nb.njit(cache=True, parallel=True)
-def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, block,
-                 n_chunks, live, buffer, candidates, rule, stats):
+@nb.njit(cache=True, nogil=True)
+def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, width, cap,
+               live, work, t, base, res_d, res_s, res_m, rule, stats, bar_s, bar_m, bar_k):
+    """Query q of 1..MAX_TERMS terms, cap >= 1, on workspace row t (`workspace`): probing where the cost
+    rule says it pays, else `levels._levels_one` (every posting read; always when fwd_indptr is not
+    int[n_docs + 1]). bar_s/bar_m/bar_k: as `levels._levels_one`'s. stats: the query's STATS counters.
+    Results best first in res_*[base:base + cap]; returns their count or -1 for corrupt postings.
+    """
+    if q_offsets[q + 1] - q_offsets[q] >= 2 and fwd_indptr.shape[0] == n_docs + 1:
+        got = _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms,
+                         width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats,
+                         _first_bar(q, bar_s, bar_m, bar_k))
+        if got != -2:
+            return got
+    stats[3] += 1
+    for j in range(q_offsets[q], q_offsets[q + 1]):
+        stats[0] += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
+    return _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width, cap, live,
+                       work[0][t], work[1][t], work[2][t], work[3][t], work[4][t], work[5][t], work[6][t], work[7][t],
+                       work[8][t], work[9][t], work[10][t], (work[11][t], work[12][t], work[13][t]), base, res_d,
+                       res_s, res_m, bar_s, bar_m, bar_k)
+
+
+@nb.njit(cache=True, nogil=True)
+def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, width, live,
+           caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, rule, stats):
+    """Query q on workspace row t: `search_one` for 1..MAX_TERMS terms and k > 0, else the heap union."""
+    base = caps_off[q]
+    cap = caps_off[q + 1] - base
+    if cap == 0:
+        return 0
+    if k > 0 and q_offsets[q + 1] - q_offsets[q] <= MAX_TERMS:
+        return search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms,
+                          width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats[q], bar_s, bar_m, bar_k)
+    return _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, work[14][t],
+                       work[15][t], work[1][t], work[2][t], work[3][t], work[4][t], base, cap, res_d, res_s, res_m,
+                       live, bar_s, bar_m, bar_k)
+
+
+@nb.njit(cache=True, nogil=True)
+def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, width,
+                  live, work, bar_s, bar_m, bar_k, rule, stats):
+    """Every query on the calling thread (row 0): no thread team to wake (as `levels._levels_serial`)."""
     nq = q_offsets.shape[0] - 1
     caps_off = region_offsets(q_offsets, q_terms, indptr, k)
-    longest = 1
-    for q in range(nq):
-        longest = max(longest, q_offsets[q + 1] - q_offsets[q])
-    width = min(block, max(n_docs, 1))
-    heap_width = width if k <= 0 or longest > MAX_TERMS else 0
-    res_d = np.empty(caps_off[nq], dtype=np.int64)
-    res_s = np.empty(caps_off[nq], dtype=np.float64)
-    res_m = np.empty(caps_off[nq], dtype=np.int32)
+    res_s, res_m, res_d = heap_arrays(caps_off[nq])
     sizes = np.zeros(nq, dtype=np.int64)
-    for c in nb.prange(n_chunks):
-        mask = np.zeros(width, dtype=np.uint16)
-        touched = np.empty(width + 1, dtype=np.int64)  # the branch-free first touch writes one past
-        cur = np.empty(longest, dtype=np.int64)
-        end = np.empty(longest, dtype=np.int64)
-        last = np.empty(longest, dtype=np.int64)
-        score = np.empty(_MASKS, dtype=np.float64)
-        pop = np.empty(_MASKS, dtype=np.int32)
-        level = np.empty(_MASKS, dtype=np.int32)
-        lvl_score = np.empty(_MASKS, dtype=np.float64)
-        lvl_pop = np.empty(_MASKS, dtype=np.int32)
-        hist = np.zeros(_MASKS, dtype=np.int64)
-        size0 = max(buffer, 4 * min(k, n_docs))
-        buf = (np.empty(size0, np.int64), np.empty(size0, np.int32), np.empty(size0, np.int64))
-        n_cand = candidates if k > 0 else 0
-        cand = (np.empty(n_cand, np.uint32), np.empty(n_cand, np.uint16), np.empty(n_cand, np.uint32))
-        bucket = (np.empty(_MASKS, np.int64), np.empty(_MASKS, np.int64), np.empty(_MASKS, np.int64))
-        acc = np.zeros(heap_width, dtype=np.float64)
-        cnt = np.zeros(heap_width, dtype=np.int32)
-        no_bar_s = np.zeros(0, dtype=np.float64)
-        no_bar_m = np.zeros(0, dtype=np.int32)
-        no_bar_k = np.zeros(0, dtype=np.int64)
-        for q in range(c, nq, n_chunks):
-            base = caps_off[q]
-            cap = caps_off[q + 1] - base
-            m = q_offsets[q + 1] - q_offsets[q]
-            if cap == 0:
-                continue
-            st = stats[q]
-            if k > 0 and m <= MAX_TERMS:
-                got = -2
-                if m >= 2 and fwd_indptr.shape[0] == n_docs + 1:
-                    got = _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights,
-                                     q_terms, width, cap, live, mask, touched, cur, end, last, score, pop, level,
-                                     lvl_score, lvl_pop, cand, bucket, base, res_d, res_s, res_m, rule, st)
-                if got == -2:
-                    st[3] += 1
-                    for j in range(q_offsets[q], q_offsets[q + 1]):
-                        st[0] += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
-                    got = _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width, cap,
-                                      live, mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop,
-                                      hist, buf, base, res_d, res_s, res_m, no_bar_s, no_bar_m, no_bar_k)
-                sizes[q] = got
-            else:
-                sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
-                                       acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live,
-                                       no_bar_s, no_bar_m, no_bar_k)
-            if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
-                break
+    for q in range(nq):
+        sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights,
+                          width, live, caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k, rule, stats)
+        if sizes[q] < 0:  # corrupt postings: the workspace is dirty; stop (the caller clears it)
+            break
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
+
+
+@nb.njit(cache=True, parallel=True)
+def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, width,
+                 live, work, bar_s, bar_m, bar_k, rule, stats, n_slices):
+    """Queries in n_slices contiguous slices taken by the threads one at a time (as `levels._levels_batch`)."""
+    nq = q_offsets.shape[0] - 1
+    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
+    res_s, res_m, res_d = heap_arrays(caps_off[nq])
+    sizes = np.zeros(nq, dtype=np.int64)
+    dirty = np.zeros(work[0].shape[0], dtype=np.bool_)
+    for c in nb.prange(n_slices):
+        t = nb.get_thread_id()
+        for q in range(c * nq // n_slices, (c + 1) * nq // n_slices):
+            if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
+                break
+            sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms,
+                              q_weights, width, live, caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k,
+                              rule, stats)
+            dirty[t] = sizes[q] < 0
+    return compact_failed(caps_off, sizes, res_s, res_m, res_d)
+
+
+def workspace(rows, width, longest=64, entries=_BUFFER, candidates=_CANDIDATES):
+    """`levels.workspace(rows, width, longest, entries)` and probe's own rows: candidate documents uint32,
+    masks uint16 and sorted documents uint32 [rows, candidates]; bucket counts, order and levels int64
+    [rows, 2**12]. A caller may keep it across calls (`search_batch(work=...)`)."""
+    return (*levels.workspace(rows, width, longest, entries),
+            np.empty((rows, candidates), np.uint32), np.empty((rows, candidates), np.uint16),
+            np.empty((rows, candidates), np.uint32), *(np.empty((rows, _MASKS), np.int64) for _ in range(3)))
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k,
                  block=DEFAULT_BLOCK, n_chunks=None, live=None, buffer=_BUFFER, candidates=_CANDIDATES, rule=RULE,
-                 stats=None):
+                 stats=None, bar=None, work=None):
     """Exact top-k of every query, as `levels.search_batch` (same arguments, same results bit for bit).
 
     fwd_indptr int[N + 1] and fwd_terms uint32 are the forward index (each document's term ids,
     ascending; read as they are, never copied); an empty fwd_indptr makes every query read all its
     postings (`levels`).
-    `candidates`: per-thread candidate buffer. `rule`: which queries try pruning (see RULE).
-    `stats`: an int64[Q, STATS] array to add each query's
-    postings read, forward rows probed, essential sets tried and whether levels read every posting to.
+    `candidates`: per-thread candidate buffer (at most N are used). `rule`: which queries try pruning
+    (see RULE). `stats`: an int64[Q, STATS] array to add each query's postings read, forward rows
+    probed, essential sets tried and whether levels read every posting to. `bar`: as
+    `levels.search_batch`'s (per query the full key a document must rank strictly before); with it, the
+    results are those without it that beat the bar. `n_chunks` and `work`: as `levels.search_batch`'s
+    (`work` holds a `workspace` here).
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
-    if n_chunks is None:
-        n_chunks = nb.get_num_threads()
-    check_key_range(n_docs)
+    q_offsets = np.asarray(q_offsets, dtype=np.int64)
     nq = len(q_offsets) - 1
+    threads, rows, width, k, longest, entries = levels.plan(n_docs, q_offsets, k, block, n_chunks, buffer)
+    n_cand = max(1, min(candidates, n_docs))
+    holder = [None] if work is None else work
+    if not (levels.fits(holder[0], rows, width, longest, entries) and holder[0][16].shape[1] == n_cand):
+        rows = max(rows, holder[0][0].shape[0] if holder[0] is not None else 1)
+        holder[0] = workspace(rows, width, max(longest, 64), entries, n_cand)
     if stats is None:
         stats = np.zeros((nq, STATS), dtype=np.int64)
-    *out, bad = _probe_batch(indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd_terms,
-                             np.asarray(q_offsets, dtype=np.int64), np.asarray(q_terms, dtype=np.int64),
-                             np.asarray(q_weights, dtype=np.float64), np.int64(cap_k(k, n_docs)),
-                             np.int64(max(1, block)), np.int64(max(1, min(n_chunks, nq))),
-                             np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8),
-                             np.int64(max(1, buffer)), np.int64(max(1, candidates)),
-                             np.asarray(rule, dtype=np.float64), stats)
-    if bad:
-        raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
-                               "id >= N")
-    return tuple(out)
+    args = (indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd_terms, q_offsets,
+            np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64), np.int64(k),
+            np.int64(width), levels._EVERY_DOC if live is None else np.asarray(live).view(np.uint8), holder[0],
+            *_bar_arrays(bar, nq), np.asarray(rule, dtype=np.float64), stats)
+    return levels.run(_probe_serial, _probe_batch, args, threads, nq, holder[0])
