@@ -2,9 +2,9 @@
 through the ordinary kernels, one merge by the full key.
 
 SSR with a k runs every part in one kernel call (`kernels.live.search_parts`: method `ssr` runs `probe`
-per part, `levels` and `union` theirs, behind the running top k's bar); the scan, BM25 and k=None search part by part and merge with
-`parts.merge_results`. Live indexes (`live.LiveSearcher`), sharded indexes (`distributed`) and agent
-registries use it.
+per part, `levels` and `union` theirs, behind the running top k's bar); the scan, BM25 and k=None search
+part by part and merge with `parts.merge_results`. Live indexes (`live.LiveSearcher`), sharded indexes
+(`distributed`) and agent registries use it.
 """
 
 from __future__ import annotations

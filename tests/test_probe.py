@@ -16,7 +16,7 @@ from ssr_engine.kernels.candidates import CorruptIndexData
 
 # every query of two or more terms tries pruning, and probes are cheap (the default rule leaves small
 # collections to levels)
-EAGER = (0.0, 0.0, 0.0, 1.0)
+EAGER = (0.0, 0.0, 0.0, 1.0, 1.0, 0.5)
 
 
 def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):

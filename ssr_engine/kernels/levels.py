@@ -82,17 +82,34 @@ def _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop):
     nm = 1 << m
     score[0] = 0.0
     pop[0] = 0
-    hb = 0
-    for mask in range(1, nm):
-        if mask >= (2 << hb):
-            hb += 1
-        rest = mask ^ (1 << hb)
-        score[mask] = score[rest] + q_weights[a + hb]  # the highest (heaviest) bit added last
-        pop[mask] = pop[rest] + 1
-    # masks 1..nm-1 by score desc, then popcount desc: sort on (-score) then stable on ties
-    order = np.argsort(-score[1:nm], kind="mergesort") + 1
-    # within a run of equal scores, more matches first (runs are short: insertion sort)
-    n = nm - 1
+    # masks by score desc without a sort: the masks of terms 0..j-1, sorted, and the same masks plus
+    # bit j (score[x | bit] = score[x] + w: the heaviest term added last, the canonical sum; adding
+    # a weight keeps their order) merge into the masks of terms 0..j, sorted
+    order = np.empty(nm, dtype=np.int64)
+    other = np.empty(nm, dtype=np.int64)
+    order[0] = 0
+    size = 1
+    for j in range(m):
+        w = q_weights[a + j]
+        bit = 1 << j
+        for i in range(size):
+            x = order[i]
+            score[x | bit] = score[x] + w
+            pop[x | bit] = pop[x] + 1
+        i = 0
+        u = 0
+        for o in range(2 * size):
+            if u == size or (i < size and score[order[i]] >= score[order[u] | bit]):
+                other[o] = order[i]
+                i += 1
+            else:
+                other[o] = order[u] | bit
+                u += 1
+        order, other = other, order
+        size *= 2
+    # within a run of equal scores, more matches first (runs are short: insertion sort); mask 0 (the
+    # only one of popcount 0, at the lowest score) ends last
+    n = nm
     i = 0
     while i < n:
         j = i + 1
@@ -100,12 +117,13 @@ def _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop):
             j += 1
         for u in range(i + 1, j):
             v = order[u]
-            w = u
-            while w > i and pop[order[w - 1]] < pop[v]:
-                order[w] = order[w - 1]
-                w -= 1
-            order[w] = v
+            z = u
+            while z > i and pop[order[z - 1]] < pop[v]:
+                order[z] = order[z - 1]
+                z -= 1
+            order[z] = v
         i = j
+    n = nm - 1
     nl = 0
     for u in range(n):
         msk = order[u]

@@ -12,7 +12,7 @@ import numpy as np
 from .candidates import region_offsets
 from .levels import _BUFFER, MAX_TERMS
 from .merge import span_compare
-from .probe import _CANDIDATES, RULE, STATS, search_one, workspace
+from .probe import _CANDIDATES, RULE, STATS, WIDEN, search_one, workspace
 from .ssr import _search_one
 
 
@@ -253,7 +253,8 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     width = min(max(1, block), widest)
     longest = max(max(int(np.diff(o).max()) if len(o) > 1 else 1 for o, _, _ in queries), 64)
     threads = int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # rows by thread id
-    work = workspace(threads, width, longest, max(_BUFFER, 4 * k), min(_CANDIDATES, widest) if method == "ssr" else 1)
+    work = workspace(threads, min(width * WIDEN, widest), longest, max(_BUFFER, 4 * k),
+                     min(_CANDIDATES, widest) if method == "ssr" else 1)
     got, docs, scores, matches, bad = _parts_batch(*lists[:7], starts, sizes, *lists[7:], np.int64(k), np.int64(width),
                                                    np.int64(max(1, min(n_chunks, nq))), id_offsets, id_bytes,
                                                    bool(integer), caps_off,

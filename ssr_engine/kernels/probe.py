@@ -1,3 +1,5 @@
+# Over 400 lines on purpose: the essential-set search (collect, bound, probe or complete, grow E) is one
+# argument for exactness (the docstring), kept in one module with its batch entry points.
 """Heavy lists first, then bounded probes: exact pruning for SSR (method `probe`, DESIGN.md section 4).
 
 Same inputs and outputs as `levels.search_batch` plus the forward index; the same results bit for bit.
@@ -11,13 +13,19 @@ never smaller. Candidates are visited by bound, best first, and each one's non-E
 forward row (one binary search per non-E term); its exact mask gives its (score, matches) from the
 level tables. The top k is the shared heap (`topk`), keyed by the full order. Probing stops when a
 bound ranks strictly after the heap's worst entry on (score, matches); at an equal (score, matches)
-only candidates whose id rank beats the worst entry's are probed.
+only candidates whose id rank beats the worst entry's are probed. Where the candidates to probe would
+cost more than reading the other lists (RULE), `_complete` reads E again and lets each other list OR
+its bit into the documents E touched, block by block (no probes; every candidate's mask exact).
+
+A caller's bar (a live index's other segments, shards: the full key a document must rank strictly
+before) starts the query as the kernel's own bar does; the results are those without it that beat it.
 
 Why the result is exact. A document outside E holds at most the non-E terms: its (score, matches)
 is at most (score, popcount) of the all-non-E mask. When the k-th entry beats that strictly, no such
-document can enter, and every candidate that could has been probed. Otherwise the k-th entry found
+document can enter, and every candidate that could has been probed (with a caller's bar and fewer than
+k found: when the all-non-E mask ranks strictly after that bar). Otherwise the k-th entry found
 (a lower bound of the true one) gives a larger E (MaxScore's split: the lightest terms whose all-set
-mask still ranks strictly after it) and the query is redone; when E would hold more than `_SHARE` of
+mask still ranks strictly after it) and the query is redone; when E would hold more than RULE[5] of
 the query's postings (pruning cannot pay), or more than the candidate buffer, `levels` reads them all.
 
 Queries of more than `levels.MAX_TERMS` terms and k <= 0 take `ssr._search_one` as in `levels`.
@@ -31,7 +39,7 @@ import numpy as np
 from . import levels
 from .candidates import region_offsets
 from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, or_block
-from .prune import _contains
+from .prune import _contains, _gallop
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start
 from .topk import compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
@@ -42,14 +50,21 @@ _FIRST = 2
 # the cost rule: which queries try (at least RULE[0] postings and RULE[1] per result wanted, the lightest
 # list holding a RULE[2] share of them: what pruning can skip is mostly that list; on queries of fewer
 # postings, or of even lists, the tries, probes and re-reads cost more than levels: benchmarks/RESULTS.md),
-# and RULE[3], what a forward-row probe costs in sequentially read postings (measured: ~500 ns against
-# ~5 ns at 8.8M, where the rows miss cache and TLB): a probe count above it makes reading another list pay
-RULE = (32768.0, 128.0, 0.75, 64.0)
-# essential lists holding more than this share of a query's postings: levels reads them all instead
-_SHARE = 0.5
+# RULE[3], what a forward-row probe costs in sequentially read postings (measured: ~500 ns against
+# ~5 ns at 8.8M, where the rows miss cache and TLB): a probe count above it makes reading another list pay;
+# RULE[4], what a posting of a non-E list costs in `_complete` (a load and a masked store, no new candidate);
+# RULE[5]: essential lists holding more than this share of a query's postings: levels reads them all instead
+RULE = (32768.0, 128.0, 0.75, 64.0, 0.35, 0.5)
+# in `_complete`, a block's postings of a non-E list are searched per candidate rather than scanned when
+# they outnumber the candidates by more than this (a binary search costs ~log2 of them in dependent loads)
+_SEARCH = 16
+# levels' blocks are widened 4x at a time (up to WIDEN x the caller's) while a block holds under this many
+# postings of the query on average
+_PER_BLOCK = 512
+WIDEN = 16
 # per-query counters (`search_batch(stats=...)`): postings read, forward rows probed, E sets tried,
-# 1 when levels read every posting in the end
-STATS = 4
+# 1 when levels read every posting in the end, postings of non-E lists read by `_complete` (also in the first)
+STATS = 5
 
 
 @nb.njit(cache=True, nogil=True)
@@ -92,16 +107,77 @@ def _below(s, m, key, bs, bm, bk):
 
 
 @nb.njit(cache=True, nogil=True)
+def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mask, touched, cur, end, last, score,
+              pop, cap, base, res_d, res_s, res_m, bar):
+    """What `_attempt` returns, by one pass in blocks instead of probes: E's lists OR their bits into the
+    block's masks (the candidates), then each other list, its cursor galloped to the block, ORs its bit
+    only into documents E touched (a posting's whole cost: one load and one masked store), or where the
+    block holds far fewer candidates than the list's postings, finds each candidate by binary search.
+    Every candidate's mask is then exact. Returns the heap size, or -1 for corrupt postings.
+    """
+    bs, bm, bk = bar
+    for j in range(m):
+        t = q_terms[a + j]
+        cur[j] = indptr[t]
+        end[j] = indptr[t + 1]
+        last[j] = -1
+    size = 0
+    while True:
+        lo = block_start(docs, cur[p:], end[p:], m - p, n_docs)
+        if lo < 0:
+            return -1
+        if lo >= n_docs:
+            return size
+        hi = min(lo + block, n_docs)
+        nt = or_block(docs, cur, end, last, p, m, lo, hi, mask, touched)
+        if nt < 0:
+            return -1
+        for j in range(p):
+            bit = np.uint16(1 << j)
+            c = _gallop(docs, cur[j], end[j], lo)  # the list's postings in the block: [c, z)
+            z = _gallop(docs, c, end[j], hi)
+            if nt * _SEARCH < z - c:  # few candidates: a binary search each instead of a scan
+                for i in range(nt):
+                    if _contains(docs, c, z, lo + touched[i]):
+                        mask[touched[i]] |= bit
+            else:
+                prev = lo - 1
+                for i in range(c, z):
+                    d = np.int64(docs[i])
+                    if d <= prev:  # strictly ascending (docs[z - 1] < hi): keeps d - lo in range
+                        return -1
+                    prev = d
+                    v = mask[d - lo]
+                    mask[d - lo] = v | (bit * np.uint16(v != 0))
+            cur[j] = z
+        for i in range(nt):
+            x = touched[i]
+            msk = mask[x]
+            mask[x] = 0
+            if live.shape[0] != 0 and not live[lo + x]:
+                continue
+            s = score[msk]
+            mm = pop[msk]
+            if rejects(res_s, res_m, base, size, cap, s, mm) or s < bs or (s == bs and mm < bm):
+                continue
+            key = doc_key(doc_rank[lo + x], lo + x)
+            if not _below(s, mm, key, bs, bm, bk):
+                size = heap_push(res_s, res_m, res_d, base, size, cap, s, mm, key)
+
+
+@nb.njit(cache=True, nogil=True)
 def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, block, cap, live, mask,
              touched, cur, end, last, score, pop, level, cand, bucket, base, res_d, res_s, res_m, bar, next_df,
-             probe_cost, stats):
+             rest, rule, stats):
     """The top k (a heap in res_*[base:base + cap]) among documents of E = terms p..m-1 that rank
     at or before `bar` = (score, matches, key) (the k-th of k real documents holding an E term, so a
     lower bound of the final k-th entry; score -1: none).
 
     Exact among those documents; the caller decides whether documents outside E could still
-    enter. Gives up (grow = True) when the candidates still to probe would cost more than reading
-    `next_df` more postings. cand = (docs uint32, masks uint16, sorted docs uint32),
+    enter. When probing the candidates whose bound beats the bar would cost more (RULE) than reading
+    E again and scanning the `rest` postings of the other lists, `_complete` does that instead. Gives
+    up (grow = True) when the candidates still to probe would cost more than reading `next_df` more
+    postings. cand = (docs uint32, masks uint16, sorted docs uint32),
     bucket = (counts, order, levels) int64[>= 2**MAX_TERMS]. Returns (heap size or -1 for corrupt
     postings, grow).
     """
@@ -135,6 +211,19 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_t
         b = order[u]
         cum[u + 1] = cum[u] + bcount[b] - (bcount[b - 1] if b > 1 else 0)
     stop = nbk - 1
+    while stop > 0:  # buckets 0..stop-1 in bound order beat the bar
+        w = (order[stop - 1] << p) | nonE
+        if not (score[w] < bs or (score[w] == bs and pop[w] < bm)):
+            break
+        stop -= 1
+    if cum[stop] * rule[3] > cum[nbk - 1] + rule[4] * rest:
+        for j in range(p, m):
+            stats[0] += _df(indptr, q_terms, a, j)  # E read again
+        stats[0] += rest
+        stats[4] += rest
+        return _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mask, touched, cur, end,
+                         last, score, pop, cap, base, res_d, res_s, res_m, bar), False
+    probe_cost = rule[3]
     size = 0
     probes = 0
     grow = False
@@ -219,7 +308,7 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
     if total < max(rule[0], rule[1] * cap) or _df(indptr, q_terms, a, 0) < rule[2] * total:
         return -2
     _tables(q_weights, a, m, score, pop, level, work[8][t], work[9][t])
-    limit = min(_SHARE * total, cand[0].shape[0])
+    limit = min(rule[5] * total, cand[0].shape[0])
     p = m - 1  # first E: the heaviest lists until they hold _FIRST postings per result wanted
     held = _df(indptr, q_terms, a, p)
     while p > 1 and held < _FIRST * cap:
@@ -230,16 +319,17 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
         stats[0] += held
         stats[2] += 1
         probed = stats[1]
+        scanned = stats[4]
         # what probing is weighed against: reading the next list, else every posting (levels)
         next_df = total
         if p > 1 and held + _df(indptr, q_terms, a, p - 1) <= limit:
             next_df = _df(indptr, q_terms, a, p - 1)
         size, grow = _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, block, cap,
                               live, mask, touched, cur, end, last, score, pop, level, cand, bucket, base, res_d,
-                              res_s, res_m, bar, next_df, rule[3], stats)
+                              res_s, res_m, bar, next_df, total - held, rule, stats)
         if size < 0:
             return -1
-        spent += held + rule[3] * (stats[1] - probed)
+        spent += held + rule[3] * (stats[1] - probed) + rule[4] * (stats[4] - scanned)
         if size == cap:  # a real k-th entry: the final one ranks at or before it
             bar = (res_s[base], np.int64(res_m[base]), res_d[base])
         nonE = (1 << p) - 1
@@ -261,9 +351,10 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
 @nb.njit(cache=True, nogil=True)
 def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, width, cap,
                live, work, t, base, res_d, res_s, res_m, rule, stats, bar_s, bar_m, bar_k):
-    """Query q of 1..MAX_TERMS terms, cap >= 1, on workspace row t (`workspace`): probing where the cost
-    rule says it pays, else `levels._levels_one` (every posting read; always when fwd_indptr is not
-    int[n_docs + 1]). bar_s/bar_m/bar_k: as `levels._levels_one`'s. stats: the query's STATS counters.
+    """Query q of 1..MAX_TERMS terms, cap >= 1, on workspace row t (`workspace`, its blocks `width` or
+    wider): probing in blocks of `width` where the cost rule says it pays, else `levels._levels_one`
+    (every posting read; always when fwd_indptr is not int[n_docs + 1]), in blocks widened for a sparse
+    query. bar_s/bar_m/bar_k: as `levels._levels_one`'s. stats: the query's STATS counters.
     Results best first in res_*[base:base + cap]; returns their count or -1 for corrupt postings.
     """
     if q_offsets[q + 1] - q_offsets[q] >= 2 and fwd_indptr.shape[0] == n_docs + 1:
@@ -273,8 +364,14 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
         if got != -2:
             return got
     stats[3] += 1
+    total = 0
     for j in range(q_offsets[q], q_offsets[q + 1]):
-        stats[0] += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
+        total += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
+    stats[0] += total
+    # a sparse query reads few postings a block: wider blocks (up to the workspace's) save the per-block
+    # work (RESULTS.md: 8.8M, under 8,000 postings, 16K-document blocks cost ~1.5x 256K ones)
+    while width * 4 <= work[0].shape[1] and total * width * 4 <= _PER_BLOCK * n_docs:
+        width *= 4
     return _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width, cap, live,
                        work[0][t], work[1][t], work[2][t], work[3][t], work[4][t], work[5][t], work[6][t], work[7][t],
                        work[8][t], work[9][t], work[10][t], (work[11][t], work[12][t], work[13][t]), base, res_d,
@@ -363,10 +460,11 @@ def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
     nq = len(q_offsets) - 1
     threads, rows, width, k, longest, entries = levels.plan(n_docs, q_offsets, k, block, n_chunks, buffer)
     n_cand = max(1, min(candidates, n_docs))
+    wide = min(width * WIDEN, max(n_docs, 1))  # the workspace's blocks, for sparse queries (search_one)
     holder = [None] if work is None else work
-    if not (levels.fits(holder[0], rows, width, longest, entries) and holder[0][16].shape[1] == n_cand):
+    if not (levels.fits(holder[0], rows, wide, longest, entries) and holder[0][16].shape[1] == n_cand):
         rows = max(rows, holder[0][0].shape[0] if holder[0] is not None else 1)
-        holder[0] = workspace(rows, width, max(longest, 64), entries, n_cand)
+        holder[0] = workspace(rows, wide, max(longest, 64), entries, n_cand)
     if stats is None:
         stats = np.zeros((nq, STATS), dtype=np.int64)
     args = (indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd_terms, q_offsets,
