@@ -27,7 +27,7 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
-from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start
+from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start, open_lists
 from .topk import check_key_range, compact_failed, doc_key, heap_arrays
 
 # 2**12 masks per query: tabling and sorting them costs ~tens of microseconds at 12 terms, far
@@ -71,6 +71,20 @@ def or_block(docs, cur, end, last, p, m, lo, hi, mask, touched):
         cur[j] = c
         last[j] = prev
     return nt
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def next_block(docs, cur, end, last, p, m, n_docs, block, mask, touched):
+    """The next block of the lists p..m-1 (from their smallest unread posting, `block` documents) ORed into
+    masks (`or_block`). Returns (its first document, documents touched); (n_docs, 0) when every list is
+    read, (-1, 0) for corrupt postings."""
+    lo = block_start(docs, cur[p:], end[p:], m - p, n_docs)
+    if lo < 0 or lo >= n_docs:
+        return lo, np.int64(0)
+    nt = or_block(docs, cur, end, last, p, m, lo, min(lo + block, n_docs), mask, touched)
+    if nt < 0:
+        return np.int64(-1), np.int64(0)
+    return lo, nt
 
 
 @nb.njit(cache=True, nogil=True)
@@ -204,21 +218,13 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
             return 0  # k documents elsewhere beat every document this query could find here
     cum = 0  # buffered documents at levels <= bar
     nbuf = 0
-    for j in range(m):
-        t = q_terms[a + j]
-        cur[j] = indptr[t]
-        end[j] = indptr[t + 1]
-        last[j] = -1
+    open_lists(q_terms, a, 0, m, indptr, cur, end, last)
     while True:
-        lo = block_start(docs, cur, end, m, n_docs)
+        lo, nt = next_block(docs, cur, end, last, 0, m, n_docs, block, mask, touched)
         if lo < 0:
             return -1
         if lo >= n_docs:
             break
-        hi = min(lo + block, n_docs)
-        nt = or_block(docs, cur, end, last, 0, m, lo, hi, mask, touched)
-        if nt < 0:
-            return -1
         for i in range(nt):
             x = touched[i]
             lv = level[mask[x]]

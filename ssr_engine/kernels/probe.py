@@ -38,9 +38,9 @@ import numpy as np
 
 from . import levels
 from .candidates import region_offsets
-from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, or_block
+from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, next_block
 from .prune import _contains, _gallop
-from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start
+from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
 from .topk import compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
 # candidates per thread; a query whose essential lists hold more takes levels
@@ -74,21 +74,14 @@ def _collect(a, p, m, q_terms, indptr, docs, n_docs, block, live, mask, touched,
     mask uint16[block] must be zero and is left zero. Returns the candidate count, or -1 for corrupt
     postings (not strictly ascending, or >= n_docs).
     """
-    for j in range(p, m):
-        t = q_terms[a + j]
-        cur[j] = indptr[t]
-        end[j] = indptr[t + 1]
-        last[j] = -1
+    open_lists(q_terms, a, p, m, indptr, cur, end, last)
     n = 0
     while True:
-        lo = block_start(docs, cur[p:], end[p:], m - p, n_docs)
+        lo, nt = next_block(docs, cur, end, last, p, m, n_docs, block, mask, touched)
         if lo < 0:
             return -1
         if lo >= n_docs:
             return n
-        nt = or_block(docs, cur, end, last, p, m, lo, min(lo + block, n_docs), mask, touched)
-        if nt < 0:
-            return -1
         for i in range(nt):
             x = touched[i]
             msk = mask[x]
@@ -116,22 +109,15 @@ def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mas
     Every candidate's mask is then exact. Returns the heap size, or -1 for corrupt postings.
     """
     bs, bm, bk = bar
-    for j in range(m):
-        t = q_terms[a + j]
-        cur[j] = indptr[t]
-        end[j] = indptr[t + 1]
-        last[j] = -1
+    open_lists(q_terms, a, 0, m, indptr, cur, end, last)
     size = 0
     while True:
-        lo = block_start(docs, cur[p:], end[p:], m - p, n_docs)
+        lo, nt = next_block(docs, cur, end, last, p, m, n_docs, block, mask, touched)
         if lo < 0:
             return -1
         if lo >= n_docs:
             return size
         hi = min(lo + block, n_docs)
-        nt = or_block(docs, cur, end, last, p, m, lo, hi, mask, touched)
-        if nt < 0:
-            return -1
         for j in range(p):
             bit = np.uint16(1 << j)
             c = _gallop(docs, cur[j], end[j], lo)  # the list's postings in the block: [c, z)
