@@ -84,6 +84,7 @@ class PartsSearcher:
         self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
         self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
         self.ranks = [part_rank(p.index, self.integer) for p in self.parts]
+        self.ascending = [probe.ascending(r) for r in self.ranks]  # ids in row order: probe's `monotone`
         self.live = [None if p.deleted is None else ~p.deleted for p in self.parts]
         self._ids: tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None = None  # see _id_tables
         self._hash_keys = []
@@ -192,7 +193,8 @@ class PartsSearcher:
                     csr = (ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs)
                     if method == "ssr" and k is not None:  # probe, with its forward rows
                         results.append(probe.search_batch(*csr, ix.forward_indptr, ix.forward_terms, offsets, terms,
-                                                          weights, k, block=self.block, live=self.live[i]))
+                                                          weights, k, block=self.block, live=self.live[i],
+                                                          monotone=self.ascending[i]))
                     else:
                         results.append(self._inverted(*csr, offsets, terms, weights, k, block=self.block,
                                                       live=self.live[i]))
@@ -218,7 +220,8 @@ class PartsSearcher:
         order = sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live)
         parts = [(int(self.bases[i]), self.parts[i].n_docs, self.parts[i].index.postings_indptr,
                   self.parts[i].index.postings_docs, self.ranks[i], self.live[i], orders[i],
-                  self.parts[i].index.forward_indptr, self.parts[i].index.forward_terms) for i in order]
+                  self.parts[i].index.forward_indptr, self.parts[i].index.forward_terms, self.ascending[i])
+                 for i in order]
         queries = [per_part[i][:3] for i in order]
         off, docs, scores, matches, bad = search_parts(parts, queries, min(k, int(self.bases[-1])), id_offsets,
                                                        id_bytes, self.integer, self.block, method=method)

@@ -116,12 +116,12 @@ def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, s
     check_bars(run, n_docs, n_words, seed, k, deletions, block=block, buffer=buffer, n_chunks=threads)
 
 
-def check_bars(kernel, n_docs, n_words, seed, k, deletions, **kw):
+def check_bars(kernel, n_docs, n_words, seed, k, deletions, ordered=False, **kw):
     """kernel(arrays, queries, k, bar=, live=, **kw) with random bars == the union without a bar, filtered
-    by each bar (see test_a_bar_keeps_the_unbarred_results_that_rank_before_it)."""
+    by each bar (see test_a_bar_keeps_the_unbarred_results_that_rank_before_it); `ordered`: ids in row order."""
     from ssr_engine.kernels.topk import doc_key
 
-    arrays = Arrays(tie_heavy_ref(n_docs, n_words, seed))
+    arrays = Arrays(tie_heavy_ref(n_docs, n_words, seed, ordered=ordered))
     rng = np.random.default_rng(seed + 7)
     live = rng.random(n_docs) < 0.8 if deletions else None
     queries = [" ".join(f"t{w}" for w in rng.choice(n_words, size=rng.integers(1, n_words + 1), replace=False))

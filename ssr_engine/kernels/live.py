@@ -132,8 +132,9 @@ def _merge_one(a_d, a_s, a_m, na, b_d, b_s, b_m, nb_, k, id_offsets, id_bytes, i
 
 
 @nb.njit(cache=True, parallel=True)
-def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, q_offs, q_termss,
-                 q_weightss, k, width, n_chunks, id_offsets, id_bytes, integer, caps_off, max_terms, work, rule):
+def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs,
+                 q_termss, q_weightss, k, width, n_chunks, id_offsets, id_bytes, integer, caps_off, max_terms, work,
+                 rule):
     n_parts = starts.shape[0]
     nq = caps_off.shape[0] - 1
     out_d = np.empty(caps_off[nq], dtype=np.int64)
@@ -175,7 +176,7 @@ def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, 
                 if m <= max_terms:
                     nr = search_one(q, indptr, docss[s], ranks[s], n_docs, fwd_indptrs[s], fwd_termss[s], qo,
                                     q_weightss[s], q_termss[s], width, cap, lives[s], work, t, 0,
-                                    r_d, r_s, r_m, rule, stats, bar_s, bar_m, bar_k)
+                                    r_d, r_s, r_m, rule, stats, bar_s, bar_m, bar_k, monos[s])
                 else:
                     nr = _search_one(q, indptr, docss[s], ranks[s], n_docs, qo, q_termss[s], q_weightss[s], width,
                                      work[14][t], work[15][t], work[1][t], work[2][t], work[3][t], work[4][t], 0, cap,
@@ -213,7 +214,8 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
 
     parts: per part (first collection number, n_docs, indptr int64[V + 1], docs uint32[P], rank uint32[n]
     (ties in the collection's id order), live bool[n] or None, order int64[n] (its documents in id order),
-    forward indptr int[n + 1] and terms uint32 (the part's forward index; method "ssr" probes it));
+    forward indptr int[n + 1] and terms uint32 (the part's forward index; method "ssr" probes it), whether
+    its ranks ascend with its document numbers (`probe.ascending`));
     searched in the given order (largest first makes the bar tighten soonest). queries: per part
     (offsets int64[Q + 1], terms int64, weights float64), each query's terms in ascending weight, weights
     the collection's. Per query, part after part, behind a bar: the k-th entry of the top k so far (its id
@@ -240,7 +242,7 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     ip = np.int32 if all(np.asarray(p[2]).dtype == np.int32 for p in parts) else np.int64
     fp = np.int32 if all(np.asarray(p[7]).dtype == np.int32 for p in parts) else np.int64
     no_fwd = np.zeros(0, dtype=fp)  # levels reads every posting where a part has no forward index
-    for (_, _, indptr, docs, rank, live, order, f_indptr, f_terms), (offsets, terms, weights) in zip(
+    for (_, _, indptr, docs, rank, live, order, f_indptr, f_terms, _), (offsets, terms, weights) in zip(
             parts, queries, strict=True):
         for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
                                       f_indptr if method == "ssr" else no_fwd, f_terms, offsets, terms, weights),
@@ -249,15 +251,16 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
             lst.append(_frozen(a, dt))
     starts = np.array([p[0] for p in parts], dtype=np.int64)
     sizes = np.array([p[1] for p in parts], dtype=np.int64)
+    monos = np.array([bool(p[9]) for p in parts], dtype=np.bool_)
     widest = max(1, int(sizes.max()))
     width = min(max(1, block), widest)
     longest = max(max(int(np.diff(o).max()) if len(o) > 1 else 1 for o, _, _ in queries), 64)
     threads = int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # rows by thread id
     work = workspace(threads, min(width * WIDEN, widest), longest, max(_BUFFER, 4 * k),
                      min(_CANDIDATES, widest) if method == "ssr" else 1)
-    got, docs, scores, matches, bad = _parts_batch(*lists[:7], starts, sizes, *lists[7:], np.int64(k), np.int64(width),
-                                                   np.int64(max(1, min(n_chunks, nq))), id_offsets, id_bytes,
-                                                   bool(integer), caps_off,
+    got, docs, scores, matches, bad = _parts_batch(*lists[:7], starts, sizes, monos, *lists[7:], np.int64(k),
+                                                   np.int64(width), np.int64(max(1, min(n_chunks, nq))), id_offsets,
+                                                   id_bytes, bool(integer), caps_off,
                                                    np.int64(0 if method == "union" else MAX_TERMS), work,
                                                    np.asarray(RULE, dtype=np.float64))
     offsets = np.zeros(nq + 1, dtype=np.int64)

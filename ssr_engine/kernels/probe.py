@@ -41,7 +41,7 @@ from .candidates import region_offsets
 from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, next_block
 from .prune import _contains, _gallop
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
-from .topk import compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, rejects
+from .topk import compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, ranks_after, rejects
 
 # candidates per thread; a query whose essential lists hold more takes levels
 _CANDIDATES = 1 << 20
@@ -259,6 +259,35 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_t
     return size, grow
 
 
+@nb.njit(cache=True, nogil=True)
+def _fill(a, m, q_terms, indptr, docs, doc_rank, n_docs, live, cur, end, last, s0, cap, base, res_d, res_s, res_m,
+          size, bar):
+    """The heap (the top k among E = terms 1..m-1) completed with term 0's documents outside E, when id
+    ranks ascend with document numbers: those all rank (s0, 1 match), so by document number; read in order
+    until the heap or the bar refuses one (every later one ranks after it). Returns the heap size, -1 for
+    corrupt postings."""
+    bs, bm, bk = bar
+    open_lists(q_terms, a, 0, m, indptr, cur, end, last)
+    prev = -1
+    for c in range(cur[0], end[0]):
+        d = np.int64(docs[c])
+        if d <= prev or d >= n_docs:
+            return -1
+        prev = d
+        inside = False
+        for j in range(1, m):  # in an E list too: not mask {0}, and the attempt has ranked it
+            cur[j] = _gallop(docs, cur[j], end[j], d)
+            inside = inside or (cur[j] < end[j] and np.int64(docs[cur[j]]) == d)
+        if inside or (live.shape[0] != 0 and not live[d]):
+            continue
+        key = doc_key(doc_rank[d], d)
+        if _below(s0, 1, key, bs, bm, bk) or (size == cap and ranks_after(s0, 1, key, res_s[base], res_m[base],
+                                                                          res_d[base])):
+            break
+        size = heap_push(res_s, res_m, res_d, base, size, cap, s0, 1, key)
+    return size
+
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _df(indptr, q_terms, a, j):
     t = q_terms[a + j]
@@ -277,7 +306,7 @@ def _first_bar(q, bar_s, bar_m, bar_k):
 
 @nb.njit(cache=True, nogil=True)
 def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, block, cap,
-               live, work, t, base, res_d, res_s, res_m, rule, stats, bar):
+               live, work, t, base, res_d, res_s, res_m, rule, stats, bar, monotone):
     """One query of 2..MAX_TERMS terms, cap >= 1, by growing essential sets on workspace row t; results
     best first in res_*[base:base + cap]. `bar` (`_first_bar`): documents must rank at or before it.
     Returns the result count, -1 for corrupt postings, -2 when levels should read every posting instead
@@ -324,6 +353,13 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
         if not grow and bar[0] >= 0 and (score[nonE] < bar[0] or (score[nonE] == bar[0] and pop[nonE] < bar[1])):
             deheap_sort(res_s, res_m, res_d, base, size)
             return size
+        if not grow and p == 1 and monotone:  # outside E only the lightest list's documents, all tied
+            size = _fill(a, m, q_terms, indptr, docs, doc_rank, n_docs, live, cur, end, work[4][t], score[1], cap,
+                         base, res_d, res_s, res_m, size, bar)
+            if size < 0:
+                return -1
+            deheap_sort(res_s, res_m, res_d, base, size)
+            return size
         # a larger E: at least one more list, then MaxScore's split at the bar
         p -= 1
         held += _df(indptr, q_terms, a, p)
@@ -336,7 +372,7 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
 
 @nb.njit(cache=True, nogil=True)
 def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, width, cap,
-               live, work, t, base, res_d, res_s, res_m, rule, stats, bar_s, bar_m, bar_k):
+               live, work, t, base, res_d, res_s, res_m, rule, stats, bar_s, bar_m, bar_k, monotone):
     """Query q of 1..MAX_TERMS terms, cap >= 1, on workspace row t (`workspace`, its blocks `width` or
     wider): probing in blocks of `width` where the cost rule says it pays, else `levels._levels_one`
     (every posting read; always when fwd_indptr is not int[n_docs + 1]), in blocks widened for a sparse
@@ -346,7 +382,7 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
     if q_offsets[q + 1] - q_offsets[q] >= 2 and fwd_indptr.shape[0] == n_docs + 1:
         got = _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms,
                          width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats,
-                         _first_bar(q, bar_s, bar_m, bar_k))
+                         _first_bar(q, bar_s, bar_m, bar_k), monotone)
         if got != -2:
             return got
     stats[3] += 1
@@ -366,7 +402,7 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
 
 @nb.njit(cache=True, nogil=True)
 def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, width, live,
-           caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, rule, stats):
+           caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, rule, stats, monotone):
     """Query q on workspace row t: `search_one` for 1..MAX_TERMS terms and k > 0, else the heap union."""
     base = caps_off[q]
     cap = caps_off[q + 1] - base
@@ -374,7 +410,8 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
         return 0
     if k > 0 and q_offsets[q + 1] - q_offsets[q] <= MAX_TERMS:
         return search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms,
-                          width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats[q], bar_s, bar_m, bar_k)
+                          width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats[q], bar_s, bar_m, bar_k,
+                          monotone)
     return _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, work[14][t],
                        work[15][t], work[1][t], work[2][t], work[3][t], work[4][t], base, cap, res_d, res_s, res_m,
                        live, bar_s, bar_m, bar_k)
@@ -382,7 +419,7 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
 
 @nb.njit(cache=True, nogil=True)
 def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, width,
-                  live, work, bar_s, bar_m, bar_k, rule, stats):
+                  live, work, bar_s, bar_m, bar_k, rule, stats, monotone):
     """Every query on the calling thread (row 0): no thread team to wake (as `levels._levels_serial`)."""
     nq = q_offsets.shape[0] - 1
     caps_off = region_offsets(q_offsets, q_terms, indptr, k)
@@ -390,7 +427,8 @@ def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
     sizes = np.zeros(nq, dtype=np.int64)
     for q in range(nq):
         sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights,
-                          width, live, caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k, rule, stats)
+                          width, live, caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k, rule, stats,
+                          monotone)
         if sizes[q] < 0:  # corrupt postings: the workspace is dirty; stop (the caller clears it)
             break
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
@@ -398,7 +436,7 @@ def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
 
 @nb.njit(cache=True, parallel=True)
 def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, width,
-                 live, work, bar_s, bar_m, bar_k, rule, stats, n_slices):
+                 live, work, bar_s, bar_m, bar_k, rule, stats, monotone, n_slices):
     """Queries in n_slices contiguous slices taken by the threads one at a time (as `levels._levels_batch`)."""
     nq = q_offsets.shape[0] - 1
     caps_off = region_offsets(q_offsets, q_terms, indptr, k)
@@ -412,9 +450,18 @@ def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
                 break
             sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms,
                               q_weights, width, live, caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k,
-                              rule, stats)
+                              rule, stats, monotone)
             dirty[t] = sizes[q] < 0
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
+
+
+@nb.njit(cache=True, nogil=True)
+def ascending(doc_rank):
+    """Whether id ranks ascend with document numbers (ids in row order): `search_batch(monotone=...)`."""
+    for i in range(1, doc_rank.shape[0]):
+        if doc_rank[i] <= doc_rank[i - 1]:
+            return False
+    return True
 
 
 def workspace(rows, width, longest=64, entries=_BUFFER, candidates=_CANDIDATES):
@@ -428,7 +475,7 @@ def workspace(rows, width, longest=64, entries=_BUFFER, candidates=_CANDIDATES):
 
 def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k,
                  block=DEFAULT_BLOCK, n_chunks=None, live=None, buffer=_BUFFER, candidates=_CANDIDATES, rule=RULE,
-                 stats=None, bar=None, work=None):
+                 stats=None, bar=None, work=None, monotone=False):
     """Exact top-k of every query, as `levels.search_batch` (same arguments, same results bit for bit).
 
     fwd_indptr int[N + 1] and fwd_terms uint32 are the forward index (each document's term ids,
@@ -439,7 +486,8 @@ def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
     probed, essential sets tried and whether levels read every posting to. `bar`: as
     `levels.search_batch`'s (per query the full key a document must rank strictly before); with it, the
     results are those without it that beat the bar. `n_chunks` and `work`: as `levels.search_batch`'s
-    (`work` holds a `workspace` here).
+    (`work` holds a `workspace` here). `monotone`: doc_rank ascends with the document number (ids in
+    row order), which lets a query whose every list but the lightest is read finish without levels.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
     q_offsets = np.asarray(q_offsets, dtype=np.int64)
@@ -456,5 +504,5 @@ def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
     args = (indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd_terms, q_offsets,
             np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64), np.int64(k),
             np.int64(width), levels._EVERY_DOC if live is None else np.asarray(live).view(np.uint8), holder[0],
-            *_bar_arrays(bar, nq), np.asarray(rule, dtype=np.float64), stats)
+            *_bar_arrays(bar, nq), np.asarray(rule, dtype=np.float64), stats, bool(monotone))
     return levels.run(_probe_serial, _probe_batch, args, threads, nq, holder[0])
