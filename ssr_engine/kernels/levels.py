@@ -1,3 +1,5 @@
+# Over 400 lines on purpose: the mask tables, the block loop and its cuts, and the batch entry (workspace,
+# plan, run) that probe shares are one kernel; splitting the entry off would split its workspace layout.
 """The union read as term masks, ranked by levels instead of a heap (method `ssr`, DESIGN.md section 4).
 
 Same inputs and outputs as `ssr.search_batch`, the same results bit for bit; every posting is read.
