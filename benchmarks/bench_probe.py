@@ -56,15 +56,16 @@ def main(argv: list[str] | None = None) -> None:
     nq = len(texts)
     common = (ix.postings_indptr, ix.postings_docs, ix.doc_rank, ix.n_docs)
     batch = (qb.offsets, qb.terms, qb.weights)
+    monotone = probe.ascending(ix.doc_rank)  # ids in row order
     for k in args.k:
         # warm: compile, and page in what each kernel reads
         levels.search_batch(*common, *batch, k)
-        probe.search_batch(*common, ix.forward_indptr, ix.forward_terms, *batch, k)
+        probe.search_batch(*common, ix.forward_indptr, ix.forward_terms, *batch, k, monotone=monotone)
         stats = np.zeros((nq, probe.STATS), dtype=np.int64)
         (lv, pr), (t_lv, t_pr) = interleaved(
             [lambda k=k: levels.search_batch(*common, *batch, k),
              lambda k=k, stats=stats: probe.search_batch(*common, ix.forward_indptr, ix.forward_terms, *batch, k,
-                                                      stats=stats)],
+                                                      stats=stats, monotone=monotone)],
             args.repeat)
         stats //= args.repeat
         same = all(a.tobytes() == b.tobytes() for a, b in zip(lv, pr, strict=True))
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
             "pruned_queries": int(((stats[:, 2] > 0) & (stats[:, 3] == 0)).sum()),
             "queries_tried_then_levels": int(((stats[:, 2] > 0) & (stats[:, 3] > 0)).sum()),
             "attempts_per_query": round(float(stats[:, 2].mean()), 2),
+            "scanned_per_query": round(float(stats[:, 4].mean())), "monotone": monotone,
             "identical": same, "load": os.getloadavg()[0]}), flush=True)
 
 

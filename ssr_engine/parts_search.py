@@ -1,10 +1,10 @@
 """`PartsSearcher`: exact search over the parts of one collection (`parts`): global weights, every part
 through the ordinary kernels, one merge by the full key.
 
-SSR with a k runs every part in one kernel call (`kernels.live.search_parts`: `levels` per part behind
-the running top k's bar); the scan, BM25 and k=None search part by part and merge with
-`parts.merge_results`. Live indexes (`live.LiveSearcher`), sharded indexes (`distributed`) and agent
-registries use it.
+SSR with a k runs every part in one kernel call (`kernels.live.search_parts`: method `ssr` runs `probe`
+per part, `levels` and `union` theirs, behind the running top k's bar); the scan, BM25 and k=None search
+part by part and merge with `parts.merge_results`. Live indexes (`live.LiveSearcher`), sharded indexes
+(`distributed`) and agent registries use it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from .errors import SsrError
 from .extract import Extractor, pack_values
 from .hashing import hash_mask, hash_spans
-from .kernels import levels
+from .kernels import levels, probe
 from .kernels import ssr as kernels
 from .kernels.candidates import CorruptIndexData
 from .parts import (
@@ -84,6 +84,7 @@ class PartsSearcher:
         self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
         self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
         self.ranks = [part_rank(p.index, self.integer) for p in self.parts]
+        self.ascending = [probe.ascending(r) for r in self.ranks]  # ids in row order: probe's `monotone`
         self.live = [None if p.deleted is None else ~p.deleted for p in self.parts]
         self._ids: tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None = None  # see _id_tables
         self._hash_keys = []
@@ -183,14 +184,20 @@ class PartsSearcher:
     def _ssr_round(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
         _, _, per_part = self.query_terms(queries)
         if method in ("ssr", "levels", "union") and k is not None and len(self.parts) > 1:
-            return self._ssr_barred(len(queries), k, per_part)
+            return self._ssr_barred(len(queries), k, per_part, method)
         results = []
         for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):
             ix = p.index
             with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
                 if method in ("ssr", "levels", "union"):  # the inverted kernel skips deleted documents itself
-                    results.append(self._inverted(ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs,
-                                                  offsets, terms, weights, k, block=self.block, live=self.live[i]))
+                    csr = (ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs)
+                    if method == "ssr" and k is not None:  # probe, with its forward rows
+                        results.append(probe.search_batch(*csr, ix.forward_indptr, ix.forward_terms, offsets, terms,
+                                                          weights, k, block=self.block, live=self.live[i],
+                                                          monotone=self.ascending[i]))
+                    else:
+                        results.append(self._inverted(*csr, offsets, terms, weights, k, block=self.block,
+                                                      live=self.live[i]))
                     continue
                 # the scan (the independent check) is asked for k + deleted and filtered after
                 kk = None if k is None else k + p.n_deleted
@@ -200,7 +207,7 @@ class PartsSearcher:
             results.append(drop_deleted(p, off, docs, scores, matches, k))
         return self._merge(results, len(queries), k)
 
-    def _ssr_barred(self, nq: int, k: int, per_part) -> list[SearchResult]:
+    def _ssr_barred(self, nq: int, k: int, per_part, method: str) -> list[SearchResult]:
         """The parts in one kernel call (`kernels.live.search_parts`), largest first, each behind a bar.
 
         Per query the top k so far bars the next part: a document there must rank strictly before its
@@ -212,10 +219,12 @@ class PartsSearcher:
         id_offsets, id_bytes, orders = self._id_tables()
         order = sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live)
         parts = [(int(self.bases[i]), self.parts[i].n_docs, self.parts[i].index.postings_indptr,
-                  self.parts[i].index.postings_docs, self.ranks[i], self.live[i], orders[i]) for i in order]
+                  self.parts[i].index.postings_docs, self.ranks[i], self.live[i], orders[i],
+                  self.parts[i].index.forward_indptr, self.parts[i].index.forward_terms, self.ascending[i])
+                 for i in order]
         queries = [per_part[i][:3] for i in order]
         off, docs, scores, matches, bad = search_parts(parts, queries, min(k, int(self.bases[-1])), id_offsets,
-                                                       id_bytes, self.integer, self.block, heap=self.method == "union")
+                                                       id_bytes, self.integer, self.block, method=method)
         if bad >= 0:
             with kernel_guard(self.parts[order[bad]].index):  # a segment that lies is an error naming it
                 raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "

@@ -144,6 +144,7 @@ class Searcher(StoredText):
         # the arrays the kernels read, as plain ndarrays: a np.memmap costs every NumPy operation and
         # every kernel call extra work (subclass wrapping; Numba's slow type path): ~0.5 µs an argument
         self._csr = tuple(a.view(np.ndarray) for a in (index.postings_indptr, index.postings_docs, index.doc_rank))
+        self._ascending: bool | None = None
 
     def reopen(self) -> bool:
         """Move to the index's newest commit (after `ssr add`, `delete`, `compact` or a rebuild).
@@ -302,15 +303,19 @@ class Searcher(StoredText):
         ix = self.index
         method = self.method if method is None else method
         with kernel_guard(ix):
-            if method == "ssr":
-                indptr, docs, doc_rank = self._csr
-                return probe.search_batch(indptr, docs, doc_rank, self.n_docs, ix.forward_indptr, ix.forward_terms,
-                                          qb.offsets, qb.terms, qb.weights, k, block=self.block, n_chunks=threads)
-            if method == "levels":
-                work = getattr(self._local, "work", None)
+            if method in ("ssr", "levels"):
+                work = getattr(self._local, method, None)  # each kernel's scratch, kept per calling thread
                 if work is None:
-                    work = self._local.work = [None]
+                    work = [None]
+                    setattr(self._local, method, work)
                 indptr, docs, doc_rank = self._csr
+            if method == "ssr":
+                if self._ascending is None:  # ids in row order: probe's `monotone` (one pass, once)
+                    self._ascending = bool(probe.ascending(doc_rank))
+                return probe.search_batch(indptr, docs, doc_rank, self.n_docs, ix.forward_indptr, ix.forward_terms,
+                                          qb.offsets, qb.terms, qb.weights, k, block=self.block, n_chunks=threads,
+                                          work=work, monotone=self._ascending)
+            if method == "levels":
                 return levels.search_batch(indptr, docs, doc_rank, self.n_docs, qb.offsets, qb.terms, qb.weights, k,
                                            block=self.block, n_chunks=threads, work=work)
             if method == "union":

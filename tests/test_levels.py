@@ -113,9 +113,15 @@ def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, s
     """levels (and the heap union it falls back to past MAX_TERMS terms) with a bar == without it, filtered
     by the bar: bars on a tie of score and matches (the id decides), at keys past every id, between
     levels, above every level, or none; heavy ties, deleted documents, buffer cuts."""
+    check_bars(run, n_docs, n_words, seed, k, deletions, block=block, buffer=buffer, n_chunks=threads)
+
+
+def check_bars(kernel, n_docs, n_words, seed, k, deletions, ordered=False, **kw):
+    """kernel(arrays, queries, k, bar=, live=, **kw) with random bars == the union without a bar, filtered
+    by each bar (see test_a_bar_keeps_the_unbarred_results_that_rank_before_it); `ordered`: ids in row order."""
     from ssr_engine.kernels.topk import doc_key
 
-    arrays = Arrays(tie_heavy_ref(n_docs, n_words, seed))
+    arrays = Arrays(tie_heavy_ref(n_docs, n_words, seed, ordered=ordered))
     rng = np.random.default_rng(seed + 7)
     live = rng.random(n_docs) < 0.8 if deletions else None
     queries = [" ".join(f"t{w}" for w in rng.choice(n_words, size=rng.integers(1, n_words + 1), replace=False))
@@ -136,7 +142,7 @@ def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, s
             bar[0][q] = np.nextafter(s[r], np.inf)  # between two levels: no tie level
         elif kind == 4:
             bar[0][q] = np.inf  # nothing can enter
-    got = run(arrays, queries, k, bar=bar, live=live, block=block, buffer=buffer, n_chunks=threads)
+    got = kernel(arrays, queries, k, bar=bar, live=live, **kw)
     for q in range(nq):
         b = (bar[0][q], bar[1][q], bar[2][q])
         want = [i for i in range(off[q], off[q + 1]) if _ranks_before(s[i], m[i], keys[i], b)][:k]

@@ -8,14 +8,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_kernels import Arrays, corpus_st, queries_st
+from test_levels import check_bars
 from test_prune import assert_equals_reference, tie_heavy_ref
 
 from ssr_engine.kernels import levels, probe
 from ssr_engine.kernels.candidates import CorruptIndexData
+from ssr_engine.reference import ReferenceIndex
 
 # every query of two or more terms tries pruning, and probes are cheap (the default rule leaves small
 # collections to levels)
-EAGER = (0.0, 0.0, 0.0, 1.0)
+EAGER = (0.0, 0.0, 0.0, 1.0, 1.0, 0.5)
 
 
 def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
@@ -49,17 +51,53 @@ def test_probe_matches_reference(ref, queries, k, block, threads, candidates, ru
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(20, 600), st.integers(3, 14), st.integers(0, 10_000), st.integers(1, 700),
-       st.sampled_from([1, 7, 64, 1 << 14]))
-def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block):
+       st.sampled_from([1, 7, 64, 1 << 14]), st.booleans())
+def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block, ordered):
     """Many terms of equal df (equal weights: many masks share a level and bounds tie with the k-th
-    entry), duplicated documents, K from 1 past the pool."""
-    ref = tie_heavy_ref(n_docs, n_words, seed)
+    entry), duplicated documents, K from 1 past the pool; ids shuffled, or in row order (`monotone`)."""
+    ref = tie_heavy_ref(n_docs, n_words, seed, ordered=ordered)
     arrays = Arrays(ref)
+    assert bool(np.all(np.diff(arrays.doc_rank.astype(np.int64)) > 0)) == ordered
     queries = tie_queries(n_words, seed + 1, longest=levels.MAX_TERMS)
-    got = run(arrays, queries, k, block=block)
+    got = run(arrays, queries, k, block=block, monotone=ordered)
     assert_equals_reference(arrays, queries, k, got)
     for a, b in zip(by_levels(arrays, queries, k, block=block), got, strict=True):
         assert a.tobytes() == b.tobytes()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(20, 400), st.integers(3, 15), st.integers(0, 10_000), st.integers(1, 500),
+       st.sampled_from([1, 7, 1 << 14]), st.booleans(), st.sampled_from([1, 2]), st.sampled_from([EAGER, probe.RULE]),
+       st.booleans())
+def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, seed, k, block, deletions, threads,
+                                                              rule, ordered):
+    """As levels' test of the same name: probe with a bar == the union without it, filtered by the bar
+    (ties at the bar, keys past every id, between levels, above every level, none); ids in row order too."""
+    check_bars(run, n_docs, n_words, seed, k, deletions, ordered=ordered, block=block, n_chunks=threads, rule=rule,
+               monotone=ordered)
+
+
+def test_one_light_list_and_rare_ones_finish_without_levels():
+    """Ids in row order (`monotone`): a query of one list holding most documents and a few rare ones reads
+    the rare lists, then only as much of the light list as fills the top k (no levels), exactly."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    texts = [" zz ".join(["common"] + [f"r{w}" for w in rng.choice(400, size=rng.integers(0, 2), replace=False)])
+             if rng.random() < 0.9 else "other" for _ in range(n)]
+    arrays = Arrays(ReferenceIndex.from_texts([str(i) for i in range(n)], texts))
+    queries = [f"common r{a} r{b}" for a, b in rng.choice(400, size=(30, 2))] + ["common r1", "common"]
+    off, terms, _ = arrays.batch(queries)
+    total = np.add.reduceat(arrays.indptr[terms + 1] - arrays.indptr[terms], off[:-1])
+    for k in (1, 10, 100, 3000):
+        stats = np.zeros((len(queries), probe.STATS), dtype=np.int64)
+        assert_equals_reference(arrays, queries, k, run(arrays, queries, k, monotone=True, stats=stats))
+        several = np.diff(off) > 1
+        if k <= 10:  # the light list is read only as far as the top k needs
+            assert (stats[several, 3] == 0).all() and (stats[several, 0] < total[several]).all(), stats
+        live = rng.random(n) < 0.8
+        for a, b in zip(by_levels(arrays, queries, k, live=live), run(arrays, queries, k, monotone=True, live=live),
+                        strict=True):
+            assert a.tobytes() == b.tobytes()
 
 
 def test_it_prunes_and_its_stats_count():

@@ -35,9 +35,10 @@ def assert_equals_reference(arrays: Arrays, queries, k, result) -> None:
         assert matches[a:b].tolist() == exp_matches
 
 
-def tie_heavy_ref(n_docs, n_words, seed, p_dup=0.3, cap=64):
+def tie_heavy_ref(n_docs, n_words, seed, p_dup=0.3, cap=64, ordered=False):
     """Documents over `n_words` words drawn so that many words share one df (equal weights):
-    each word's documents are a random set of one of three sizes; some documents repeat others."""
+    each word's documents are a random set of one of three sizes; some documents repeat others.
+    `ordered`: ids in row order (id ranks ascend with document numbers), else shuffled."""
     rng = np.random.default_rng(seed)
     sizes = rng.choice([2, max(3, n_docs // 10), max(4, n_docs // 3)], size=n_words)
     words: list[list[str]] = [[] for _ in range(n_docs)]
@@ -51,7 +52,7 @@ def tie_heavy_ref(n_docs, n_words, seed, p_dup=0.3, cap=64):
         else:
             # interleave with a separator so adjacent words do not form shared bigrams too often
             texts.append(" zz ".join(rng.permutation(words[d]).tolist()))
-    ids = [str(x) for x in rng.permutation(n_docs * 2)[:n_docs]]
+    ids = [str(x) for x in (range(n_docs) if ordered else rng.permutation(n_docs * 2)[:n_docs])]
     return ReferenceIndex.from_texts(ids, texts, cap=cap)
 
 

@@ -1,3 +1,5 @@
+# Over 400 lines on purpose: the mask tables, the block loop and its cuts, and the batch entry (workspace,
+# plan, run) that probe shares are one kernel; splitting the entry off would split its workspace layout.
 """The union read as term masks, ranked by levels instead of a heap (method `ssr`, DESIGN.md section 4).
 
 Same inputs and outputs as `ssr.search_batch`, the same results bit for bit; every posting is read.
@@ -27,7 +29,7 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
-from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start
+from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start, open_lists
 from .topk import check_key_range, compact_failed, doc_key, heap_arrays
 
 # 2**12 masks per query: tabling and sorting them costs ~tens of microseconds at 12 terms, far
@@ -43,6 +45,50 @@ _NO_CUT = np.int64(1) << 62  # above every document key (rank << 32 | doc, both 
 _SLICE = 16
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def or_block(docs, cur, end, last, p, m, lo, hi, mask, touched):
+    """One block [lo, hi) of the lists p..m-1: ORs bit j into mask[d - lo] for each posting d of list j
+    (uint16 masks), advancing the cursors cur/end/last (int64[m]); each document's offset d - lo is
+    written to `touched` once. Returns how many were, or -1 for corrupt postings (not strictly ascending).
+    """
+    nt = 0
+    for j in range(p, m):
+        bit = np.uint16(1 << j)
+        c = cur[j]
+        e = end[j]
+        prev = last[j]
+        while c < e:
+            d = np.int64(docs[c])
+            if d >= hi:
+                break
+            if d <= prev:  # strictly ascending postings (hence d >= lo): keeps x in range
+                return -1
+            prev = d
+            x = d - lo
+            old = mask[x]
+            touched[nt] = x
+            nt += np.int64(old == 0)  # branch-free first touch, as in ssr._search_one
+            mask[x] = old | bit
+            c += 1
+        cur[j] = c
+        last[j] = prev
+    return nt
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def next_block(docs, cur, end, last, p, m, n_docs, block, mask, touched):
+    """The next block of the lists p..m-1 (from their smallest unread posting, `block` documents) ORed into
+    masks (`or_block`). Returns (its first document, documents touched); (n_docs, 0) when every list is
+    read, (-1, 0) for corrupt postings."""
+    lo = block_start(docs, cur[p:], end[p:], m - p, n_docs)
+    if lo < 0 or lo >= n_docs:
+        return lo, np.int64(0)
+    nt = or_block(docs, cur, end, last, p, m, lo, min(lo + block, n_docs), mask, touched)
+    if nt < 0:
+        return np.int64(-1), np.int64(0)
+    return lo, nt
+
+
 @nb.njit(cache=True, nogil=True)
 def _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop):
     """Score and popcount of every mask of m terms; level[mask] (0 = best); returns the level count.
@@ -52,17 +98,34 @@ def _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop):
     nm = 1 << m
     score[0] = 0.0
     pop[0] = 0
-    hb = 0
-    for mask in range(1, nm):
-        if mask >= (2 << hb):
-            hb += 1
-        rest = mask ^ (1 << hb)
-        score[mask] = score[rest] + q_weights[a + hb]  # the highest (heaviest) bit added last
-        pop[mask] = pop[rest] + 1
-    # masks 1..nm-1 by score desc, then popcount desc: sort on (-score) then stable on ties
-    order = np.argsort(-score[1:nm], kind="mergesort") + 1
-    # within a run of equal scores, more matches first (runs are short: insertion sort)
-    n = nm - 1
+    # masks by score desc without a sort: the masks of terms 0..j-1, sorted, and the same masks plus
+    # bit j (score[x | bit] = score[x] + w: the heaviest term added last, the canonical sum; adding
+    # a weight keeps their order) merge into the masks of terms 0..j, sorted
+    order = np.empty(nm, dtype=np.int64)
+    other = np.empty(nm, dtype=np.int64)
+    order[0] = 0
+    size = 1
+    for j in range(m):
+        w = q_weights[a + j]
+        bit = 1 << j
+        for i in range(size):
+            x = order[i]
+            score[x | bit] = score[x] + w
+            pop[x | bit] = pop[x] + 1
+        i = 0
+        u = 0
+        for o in range(2 * size):
+            if u == size or (i < size and score[order[i]] >= score[order[u] | bit]):
+                other[o] = order[i]
+                i += 1
+            else:
+                other[o] = order[u] | bit
+                u += 1
+        order, other = other, order
+        size *= 2
+    # within a run of equal scores, more matches first (runs are short: insertion sort); mask 0 (the
+    # only one of popcount 0, at the lowest score) ends last
+    n = nm
     i = 0
     while i < n:
         j = i + 1
@@ -70,12 +133,13 @@ def _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop):
             j += 1
         for u in range(i + 1, j):
             v = order[u]
-            w = u
-            while w > i and pop[order[w - 1]] < pop[v]:
-                order[w] = order[w - 1]
-                w -= 1
-            order[w] = v
+            z = u
+            while z > i and pop[order[z - 1]] < pop[v]:
+                order[z] = order[z - 1]
+                z -= 1
+            order[z] = v
         i = j
+    n = nm - 1
     nl = 0
     for u in range(n):
         msk = order[u]
@@ -156,39 +220,13 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
             return 0  # k documents elsewhere beat every document this query could find here
     cum = 0  # buffered documents at levels <= bar
     nbuf = 0
-    for j in range(m):
-        t = q_terms[a + j]
-        cur[j] = indptr[t]
-        end[j] = indptr[t + 1]
-        last[j] = -1
+    open_lists(q_terms, a, 0, m, indptr, cur, end, last)
     while True:
-        lo = block_start(docs, cur, end, m, n_docs)
+        lo, nt = next_block(docs, cur, end, last, 0, m, n_docs, block, mask, touched)
         if lo < 0:
             return -1
         if lo >= n_docs:
             break
-        hi = min(lo + block, n_docs)
-        nt = 0
-        for j in range(m):
-            bit = np.uint16(1 << j)
-            c = cur[j]
-            e = end[j]
-            prev = last[j]
-            while c < e:
-                d = np.int64(docs[c])
-                if d >= hi:
-                    break
-                if d <= prev:  # strictly ascending postings (hence d >= lo): keeps x in range
-                    return -1
-                prev = d
-                x = d - lo
-                old = mask[x]
-                touched[nt] = x
-                nt += np.int64(old == 0)  # branch-free first touch, as in ssr._search_one
-                mask[x] = old | bit
-                c += 1
-            cur[j] = c
-            last[j] = prev
         for i in range(nt):
             x = touched[i]
             lv = level[mask[x]]
@@ -309,6 +347,44 @@ def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
 
 
+def plan(n_docs, q_offsets, k, block, n_chunks, buffer):
+    """A batch call's sizes: (threads, rows, width, k, longest, entries) as `search_batch` takes them
+    (one thread, or one query, runs serially on the calling thread: rows 1)."""
+    threads = nb.get_num_threads() if n_chunks is None else int(n_chunks)
+    check_key_range(n_docs)
+    nq = len(q_offsets) - 1
+    threads = max(1, min(threads, nq, int(nb.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+    width = int(min(max(1, block), max(n_docs, 1)))
+    k = cap_k(k, n_docs)
+    longest = int(q_offsets[1] - q_offsets[0]) if nq == 1 else int(np.diff(q_offsets).max()) if nq else 1
+    # a thread id may be any of the pool's (NUMBA_NUM_THREADS) rows
+    rows = 1 if threads == 1 else int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    return threads, rows, width, k, longest, max(1, buffer, 4 * k)
+
+
+def run(serial, sliced, args, threads, nq, work):
+    """serial(*args) on one thread, else sliced(*args, n_slices) with slices taken one at a time; a
+    corrupt posting list clears the workspace's zeroed arrays (mask, acc, cnt) and raises.
+    Returns (offsets, docs, scores, matches)."""
+    if threads == 1:
+        *out, bad = serial(*args)
+    else:
+        before = nb.get_num_threads()
+        nb.set_num_threads(threads)
+        old_chunk = nb.set_parallel_chunksize(1)
+        try:
+            *out, bad = sliced(*args, np.int64(min(nq, max(8 * threads, -(-nq // _SLICE)))))
+        finally:
+            nb.set_parallel_chunksize(old_chunk)
+            nb.set_num_threads(before)
+    if bad:
+        for a in (work[0], work[14], work[15]):  # mask, acc, cnt: left dirty by the abandoned query
+            a[...] = 0
+        raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
+                               "id >= N")
+    return tuple(out)
+
+
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,
                  n_chunks=None, live=None, buffer=_BUFFER, work=None, bar=None):
     """Exact top-k of every query, as `ssr.search_batch` (same arguments, same results bit for bit).
@@ -322,17 +398,9 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
     too small; one call at a time), or None.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
-    threads = nb.get_num_threads() if n_chunks is None else int(n_chunks)
-    check_key_range(n_docs)
     q_offsets = np.asarray(q_offsets, dtype=np.int64)
     nq = len(q_offsets) - 1
-    threads = max(1, min(threads, nq, int(nb.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
-    width = int(min(max(1, block), max(n_docs, 1)))
-    k = cap_k(k, n_docs)
-    longest = int(q_offsets[1] - q_offsets[0]) if nq == 1 else int(np.diff(q_offsets).max()) if nq else 1
-    entries = max(1, buffer, 4 * k)
-    # a thread id may be any of the pool's (NUMBA_NUM_THREADS) rows
-    rows = 1 if threads == 1 else int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    threads, rows, width, k, longest, entries = plan(n_docs, q_offsets, k, block, n_chunks, buffer)
     holder = [None] if work is None else work
     if not fits(holder[0], rows, width, longest, entries):
         rows = max(rows, holder[0][0].shape[0] if holder[0] is not None else 1)
@@ -341,20 +409,4 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
             np.asarray(q_weights, dtype=np.float64), np.int64(k), np.int64(width),
             _EVERY_DOC if live is None else np.asarray(live).view(np.uint8), holder[0],
             *(_NO_BAR if bar is None else _bar_arrays(bar, nq)))
-    if threads == 1:
-        *out, bad = _levels_serial(*args)
-    else:
-        before = nb.get_num_threads()
-        nb.set_num_threads(threads)
-        old_chunk = nb.set_parallel_chunksize(1)
-        try:
-            *out, bad = _levels_batch(*args, np.int64(min(nq, max(8 * threads, -(-nq // _SLICE)))))
-        finally:
-            nb.set_parallel_chunksize(old_chunk)
-            nb.set_num_threads(before)
-    if bad:
-        for a in (holder[0][0], holder[0][14], holder[0][15]):  # mask, acc, cnt: left dirty by the abandoned query
-            a[...] = 0
-        raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
-                               "id >= N")
-    return tuple(out)
+    return run(_levels_serial, _levels_batch, args, threads, nq, holder[0])

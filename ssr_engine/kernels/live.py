@@ -10,8 +10,9 @@ import numba as nb
 import numpy as np
 
 from .candidates import region_offsets
-from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one
+from .levels import _BUFFER, MAX_TERMS
 from .merge import span_compare
+from .probe import _CANDIDATES, RULE, STATS, WIDEN, search_one, workspace
 from .ssr import _search_one
 
 
@@ -131,40 +132,18 @@ def _merge_one(a_d, a_s, a_m, na, b_d, b_s, b_m, nb_, k, id_offsets, id_bytes, i
 
 
 @nb.njit(cache=True, parallel=True)
-def _parts_batch(indptrs, docss, ranks, lives, orders, starts, sizes_, q_offs, q_termss, q_weightss, k, block,
-                 n_chunks, id_offsets, id_bytes, integer, caps_off, max_terms):
+def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs,
+                 q_termss, q_weightss, k, width, n_chunks, id_offsets, id_bytes, integer, caps_off, max_terms, work,
+                 rule):
     n_parts = starts.shape[0]
     nq = caps_off.shape[0] - 1
-    longest = 1
-    widest = 1
-    for s in range(n_parts):
-        widest = max(widest, sizes_[s])
-        qo = q_offs[s]
-        for q in range(nq):
-            longest = max(longest, qo[q + 1] - qo[q])
-    width = min(block, widest)
-    heap_width = width if longest > max_terms else 0
     out_d = np.empty(caps_off[nq], dtype=np.int64)
     out_s = np.empty(caps_off[nq], dtype=np.float64)
     out_m = np.empty(caps_off[nq], dtype=np.int32)
     sizes = np.zeros(nq, dtype=np.int64)
     bad = np.zeros(nq, dtype=np.int64)  # 1 + the part whose postings are corrupt
     for c in nb.prange(n_chunks):
-        mask = np.zeros(width, dtype=np.uint16)
-        touched = np.empty(width + 1, dtype=np.int64)
-        cur = np.empty(longest, dtype=np.int64)
-        end = np.empty(longest, dtype=np.int64)
-        last = np.empty(longest, dtype=np.int64)
-        score = np.empty(_MASKS, dtype=np.float64)
-        pop = np.empty(_MASKS, dtype=np.int32)
-        level = np.empty(_MASKS, dtype=np.int32)
-        lvl_score = np.empty(_MASKS, dtype=np.float64)
-        lvl_pop = np.empty(_MASKS, dtype=np.int32)
-        hist = np.zeros(_MASKS, dtype=np.int64)
-        size0 = max(_BUFFER, 4 * k)
-        buf = (np.empty(size0, np.int64), np.empty(size0, np.int32), np.empty(size0, np.int64))
-        acc = np.zeros(heap_width, dtype=np.float64)
-        cnt = np.zeros(heap_width, dtype=np.int32)
+        t = nb.get_thread_id()  # this chunk's workspace row
         # one part's results, the running top k and the merge's output (copied back into the top)
         r_d, r_s, r_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
         t_d, t_s, t_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
@@ -172,6 +151,7 @@ def _parts_batch(indptrs, docss, ranks, lives, orders, starts, sizes_, q_offs, q
         bar_s = np.empty(nq, dtype=np.float64)
         bar_m = np.empty(nq, dtype=np.int32)
         bar_k = np.empty(nq, dtype=np.int64)
+        stats = np.zeros(STATS, dtype=np.int64)
         for q in range(c, nq, n_chunks):
             nt = 0
             for s in range(n_parts):
@@ -182,8 +162,8 @@ def _parts_batch(indptrs, docss, ranks, lives, orders, starts, sizes_, q_offs, q
                 indptr = indptrs[s]
                 cap = np.int64(0)
                 for j in range(qo[q], qo[q + 1]):
-                    t = q_termss[s][j]
-                    cap += indptr[t + 1] - indptr[t]
+                    tm = q_termss[s][j]
+                    cap += indptr[tm + 1] - indptr[tm]
                 cap = min(cap, k)
                 if cap == 0:
                     continue
@@ -194,13 +174,13 @@ def _parts_batch(indptrs, docss, ranks, lives, orders, starts, sizes_, q_offs, q
                     bar_k[q] = _below(orders[s], starts[s], id_offsets, id_bytes, t_d[k - 1], integer) << 32
                 n_docs = sizes_[s]
                 if m <= max_terms:
-                    nr = _levels_one(q, indptr, docss[s], ranks[s], n_docs, qo, q_weightss[s], q_termss[s], width,
-                                     cap, lives[s], mask, touched, cur, end, last, score, pop, level, lvl_score,
-                                     lvl_pop, hist, buf, 0, r_d, r_s, r_m, bar_s, bar_m, bar_k)
+                    nr = search_one(q, indptr, docss[s], ranks[s], n_docs, fwd_indptrs[s], fwd_termss[s], qo,
+                                    q_weightss[s], q_termss[s], width, cap, lives[s], work, t, 0,
+                                    r_d, r_s, r_m, rule, stats, bar_s, bar_m, bar_k, monos[s])
                 else:
                     nr = _search_one(q, indptr, docss[s], ranks[s], n_docs, qo, q_termss[s], q_weightss[s], width,
-                                     acc, cnt, touched, cur, end, last, 0, cap, r_d, r_s, r_m, lives[s],
-                                     bar_s, bar_m, bar_k)
+                                     work[14][t], work[15][t], work[1][t], work[2][t], work[3][t], work[4][t], 0, cap,
+                                     r_d, r_s, r_m, lives[s], bar_s, bar_m, bar_k)
                 if nr < 0:  # corrupt postings: this thread's accumulators are dirty; stop it
                     bad[q] = s + 1
                     break
@@ -229,18 +209,21 @@ def _frozen(a, dtype):
     return a
 
 
-def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chunks=None, heap=False):
-    """Exact top k of every query over a collection's parts in one parallel call (`levels`, behind a bar).
+def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chunks=None, method="ssr"):
+    """Exact top k of every query over a collection's parts in one parallel call, each part behind a bar.
 
     parts: per part (first collection number, n_docs, indptr int64[V + 1], docs uint32[P], rank uint32[n]
-    (ties in the collection's id order), live bool[n] or None, order int64[n] (its documents in id order));
+    (ties in the collection's id order), live bool[n] or None, order int64[n] (its documents in id order),
+    forward indptr int[n + 1] and terms uint32 (the part's forward index; method "ssr" probes it), whether
+    its ranks ascend with its document numbers (`probe.ascending`));
     searched in the given order (largest first makes the bar tighten soonest). queries: per part
     (offsets int64[Q + 1], terms int64, weights float64), each query's terms in ascending weight, weights
-    the collection's. Per query, part after part: `levels._levels_one` (past MAX_TERMS terms, or with
-    `heap`, the heap union `ssr._search_one`) behind a bar, the k-th entry of the top k so far (its id
+    the collection's. Per query, part after part, behind a bar: the k-th entry of the top k so far (its id
     turned into the part's own rank by binary search over the part's ids, as UTF-8 in
-    `id_bytes[id_offsets[g]:id_offsets[g + 1]]`), then merged into it (`_merge_one`). One parallel
-    region for the batch: no Python between the parts.
+    `id_bytes[id_offsets[g]:id_offsets[g + 1]]`), then merged into it (`_merge_one`). method "ssr":
+    `probe.search_one` (probing where its cost rule says it pays, else levels), "levels": levels,
+    "union": the heap union `ssr._search_one` (also past MAX_TERMS terms). One parallel region for the
+    batch: no Python between the parts.
     Returns (offsets int64[Q + 1], docs int64 (collection numbers), scores float64, matches int32,
     corrupt part index or -1).
     """
@@ -248,27 +231,38 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
         n_chunks = nb.get_num_threads()
     nq = len(queries[0][0]) - 1
     caps = np.zeros(nq, dtype=np.int64)
-    for (_, _, indptr, _, _, _, _), (offsets, terms, _) in zip(parts, queries, strict=True):
-        caps += np.diff(region_offsets(offsets, terms, indptr, k))
+    for part, (offsets, terms, _) in zip(parts, queries, strict=True):
+        caps += np.diff(region_offsets(offsets, terms, part[2], k))
     caps_off = np.zeros(nq + 1, dtype=np.int64)
     np.cumsum(np.minimum(caps, k), out=caps_off[1:])
-    lists = [nb.typed.List() for _ in range(8)]
+    lists = [nb.typed.List() for _ in range(10)]
     empty = np.zeros(0, dtype=np.uint8)
     # one typed list holds one array type: offsets stay int32 when every part's are (no copy of a
     # vocabulary-sized array per call); a mix is widened to int64
     ip = np.int32 if all(np.asarray(p[2]).dtype == np.int32 for p in parts) else np.int64
-    for (_, _, indptr, docs, rank, live, order), (offsets, terms, weights) in zip(parts, queries, strict=True):
+    fp = np.int32 if all(np.asarray(p[7]).dtype == np.int32 for p in parts) else np.int64
+    no_fwd = np.zeros(0, dtype=fp)  # levels reads every posting where a part has no forward index
+    for (_, _, indptr, docs, rank, live, order, f_indptr, f_terms, _), (offsets, terms, weights) in zip(
+            parts, queries, strict=True):
         for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
-                                      offsets, terms, weights),
-                              (ip, np.uint32, np.uint32, np.uint8, np.int64, np.int64, np.int64, np.float64),
-                              strict=True):
+                                      f_indptr if method == "ssr" else no_fwd, f_terms, offsets, terms, weights),
+                              (ip, np.uint32, np.uint32, np.uint8, np.int64, fp, np.uint32, np.int64, np.int64,
+                               np.float64), strict=True):
             lst.append(_frozen(a, dt))
     starts = np.array([p[0] for p in parts], dtype=np.int64)
     sizes = np.array([p[1] for p in parts], dtype=np.int64)
-    got, docs, scores, matches, bad = _parts_batch(*lists[:5], starts, sizes, *lists[5:], np.int64(k),
-                                                   np.int64(max(1, block)), np.int64(max(1, min(n_chunks, nq))),
-                                                   id_offsets, id_bytes, bool(integer), caps_off,
-                                                   np.int64(0 if heap else MAX_TERMS))
+    monos = np.array([bool(p[9]) for p in parts], dtype=np.bool_)
+    widest = max(1, int(sizes.max()))
+    width = min(max(1, block), widest)
+    longest = max(max(int(np.diff(o).max()) if len(o) > 1 else 1 for o, _, _ in queries), 64)
+    threads = int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # rows by thread id
+    work = workspace(threads, min(width * WIDEN, widest), longest, max(_BUFFER, 4 * k),
+                     min(_CANDIDATES, widest) if method == "ssr" else 1)
+    got, docs, scores, matches, bad = _parts_batch(*lists[:7], starts, sizes, monos, *lists[7:], np.int64(k),
+                                                   np.int64(width), np.int64(max(1, min(n_chunks, nq))), id_offsets,
+                                                   id_bytes, bool(integer), caps_off,
+                                                   np.int64(0 if method == "union" else MAX_TERMS), work,
+                                                   np.asarray(RULE, dtype=np.float64))
     offsets = np.zeros(nq + 1, dtype=np.int64)
     np.cumsum(got, out=offsets[1:])
     keep = np.repeat(caps_off[:-1] - offsets[:-1], got) + np.arange(int(offsets[-1]), dtype=np.int64)

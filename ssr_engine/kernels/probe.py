@@ -1,3 +1,5 @@
+# Over 400 lines on purpose: the essential-set search (collect, bound, probe or complete, grow E) is one
+# argument for exactness (the docstring), kept in one module with its batch entry points.
 """Heavy lists first, then bounded probes: exact pruning for SSR (method `probe`, DESIGN.md section 4).
 
 Same inputs and outputs as `levels.search_batch` plus the forward index; the same results bit for bit.
@@ -11,13 +13,19 @@ never smaller. Candidates are visited by bound, best first, and each one's non-E
 forward row (one binary search per non-E term); its exact mask gives its (score, matches) from the
 level tables. The top k is the shared heap (`topk`), keyed by the full order. Probing stops when a
 bound ranks strictly after the heap's worst entry on (score, matches); at an equal (score, matches)
-only candidates whose id rank beats the worst entry's are probed.
+only candidates whose id rank beats the worst entry's are probed. Where the candidates to probe would
+cost more than reading the other lists (RULE), `_complete` reads E again and lets each other list OR
+its bit into the documents E touched, block by block (no probes; every candidate's mask exact).
+
+A caller's bar (a live index's other segments, shards: the full key a document must rank strictly
+before) starts the query as the kernel's own bar does; the results are those without it that beat it.
 
 Why the result is exact. A document outside E holds at most the non-E terms: its (score, matches)
 is at most (score, popcount) of the all-non-E mask. When the k-th entry beats that strictly, no such
-document can enter, and every candidate that could has been probed. Otherwise the k-th entry found
+document can enter, and every candidate that could has been probed (with a caller's bar and fewer than
+k found: when the all-non-E mask ranks strictly after that bar). Otherwise the k-th entry found
 (a lower bound of the true one) gives a larger E (MaxScore's split: the lightest terms whose all-set
-mask still ranks strictly after it) and the query is redone; when E would hold more than `_SHARE` of
+mask still ranks strictly after it) and the query is redone; when E would hold more than RULE[5] of
 the query's postings (pruning cannot pay), or more than the candidate buffer, `levels` reads them all.
 
 Queries of more than `levels.MAX_TERMS` terms and k <= 0 take `ssr._search_one` as in `levels`.
@@ -28,11 +36,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .candidates import CorruptIndexData, cap_k, region_offsets
-from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables
-from .prune import _contains
-from .ssr import DEFAULT_BLOCK, _search_one
-from .topk import check_key_range, compact_failed, deheap_sort, doc_key, heap_push, rejects
+from . import levels
+from .candidates import region_offsets
+from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, next_block
+from .prune import _contains, _gallop
+from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
+from .topk import compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, ranks_after, rejects
 
 # candidates per thread; a query whose essential lists hold more takes levels
 _CANDIDATES = 1 << 20
@@ -41,14 +50,21 @@ _FIRST = 2
 # the cost rule: which queries try (at least RULE[0] postings and RULE[1] per result wanted, the lightest
 # list holding a RULE[2] share of them: what pruning can skip is mostly that list; on queries of fewer
 # postings, or of even lists, the tries, probes and re-reads cost more than levels: benchmarks/RESULTS.md),
-# and RULE[3], what a forward-row probe costs in sequentially read postings (measured: ~500 ns against
-# ~5 ns at 8.8M, where the rows miss cache and TLB): a probe count above it makes reading another list pay
-RULE = (32768.0, 128.0, 0.75, 64.0)
-# essential lists holding more than this share of a query's postings: levels reads them all instead
-_SHARE = 0.5
+# RULE[3], what a forward-row probe costs in sequentially read postings (measured: ~500 ns against
+# ~5 ns at 8.8M, where the rows miss cache and TLB): a probe count above it makes reading another list pay;
+# RULE[4], what a posting of a non-E list costs in `_complete` (a load and a masked store, no new candidate);
+# RULE[5]: essential lists holding more than this share of a query's postings: levels reads them all instead
+RULE = (32768.0, 128.0, 0.75, 64.0, 0.35, 0.5)
+# in `_complete`, a block's postings of a non-E list are searched per candidate rather than scanned when
+# they outnumber the candidates by more than this (a binary search costs ~log2 of them in dependent loads)
+_SEARCH = 16
+# levels' blocks are widened 4x at a time (up to WIDEN x the caller's) while a block holds under this many
+# postings of the query on average
+_PER_BLOCK = 512
+WIDEN = 16
 # per-query counters (`search_batch(stats=...)`): postings read, forward rows probed, E sets tried,
-# 1 when levels read every posting in the end
-STATS = 4
+# 1 when levels read every posting in the end, postings of non-E lists read by `_complete` (also in the first)
+STATS = 5
 
 
 @nb.njit(cache=True, nogil=True)
@@ -58,45 +74,14 @@ def _collect(a, p, m, q_terms, indptr, docs, n_docs, block, live, mask, touched,
     mask uint16[block] must be zero and is left zero. Returns the candidate count, or -1 for corrupt
     postings (not strictly ascending, or >= n_docs).
     """
-    for j in range(p, m):
-        t = q_terms[a + j]
-        cur[j] = indptr[t]
-        end[j] = indptr[t + 1]
-        last[j] = -1
+    open_lists(q_terms, a, p, m, indptr, cur, end, last)
     n = 0
     while True:
-        lo = n_docs
-        left = False
-        for j in range(p, m):
-            if cur[j] < end[j]:
-                left = True
-                d = np.int64(docs[cur[j]])
-                if d < lo:
-                    lo = d
+        lo, nt = next_block(docs, cur, end, last, p, m, n_docs, block, mask, touched)
+        if lo < 0:
+            return -1
         if lo >= n_docs:
-            return -1 if left else n
-        hi = min(lo + block, n_docs)
-        nt = 0
-        for j in range(p, m):
-            bit = np.uint16(1 << j)
-            c = cur[j]
-            e = end[j]
-            prev = last[j]
-            while c < e:
-                d = np.int64(docs[c])
-                if d >= hi:
-                    break
-                if d <= prev:  # strictly ascending postings (hence d >= lo): keeps x in range
-                    return -1
-                prev = d
-                x = d - lo
-                old = mask[x]
-                touched[nt] = x
-                nt += np.int64(old == 0)
-                mask[x] = old | bit
-                c += 1
-            cur[j] = c
-            last[j] = prev
+            return n
         for i in range(nt):
             x = touched[i]
             msk = mask[x]
@@ -115,16 +100,70 @@ def _below(s, m, key, bs, bm, bk):
 
 
 @nb.njit(cache=True, nogil=True)
+def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mask, touched, cur, end, last, score,
+              pop, cap, base, res_d, res_s, res_m, bar):
+    """What `_attempt` returns, by one pass in blocks instead of probes: E's lists OR their bits into the
+    block's masks (the candidates), then each other list, its cursor galloped to the block, ORs its bit
+    only into documents E touched (a posting's whole cost: one load and one masked store), or where the
+    block holds far fewer candidates than the list's postings, finds each candidate by binary search.
+    Every candidate's mask is then exact. Returns the heap size, or -1 for corrupt postings.
+    """
+    bs, bm, bk = bar
+    open_lists(q_terms, a, 0, m, indptr, cur, end, last)
+    size = 0
+    while True:
+        lo, nt = next_block(docs, cur, end, last, p, m, n_docs, block, mask, touched)
+        if lo < 0:
+            return -1
+        if lo >= n_docs:
+            return size
+        hi = min(lo + block, n_docs)
+        for j in range(p):
+            bit = np.uint16(1 << j)
+            c = _gallop(docs, cur[j], end[j], lo)  # the list's postings in the block: [c, z)
+            z = _gallop(docs, c, end[j], hi)
+            if nt * _SEARCH < z - c:  # few candidates: a binary search each instead of a scan
+                for i in range(nt):
+                    if _contains(docs, c, z, lo + touched[i]):
+                        mask[touched[i]] |= bit
+            else:
+                prev = lo - 1
+                for i in range(c, z):
+                    d = np.int64(docs[i])
+                    if d <= prev:  # strictly ascending (docs[z - 1] < hi): keeps d - lo in range
+                        return -1
+                    prev = d
+                    v = mask[d - lo]
+                    mask[d - lo] = v | (bit * np.uint16(v != 0))
+            cur[j] = z
+        for i in range(nt):
+            x = touched[i]
+            msk = mask[x]
+            mask[x] = 0
+            if live.shape[0] != 0 and not live[lo + x]:
+                continue
+            s = score[msk]
+            mm = pop[msk]
+            if rejects(res_s, res_m, base, size, cap, s, mm) or s < bs or (s == bs and mm < bm):
+                continue
+            key = doc_key(doc_rank[lo + x], lo + x)
+            if not _below(s, mm, key, bs, bm, bk):
+                size = heap_push(res_s, res_m, res_d, base, size, cap, s, mm, key)
+
+
+@nb.njit(cache=True, nogil=True)
 def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, block, cap, live, mask,
              touched, cur, end, last, score, pop, level, cand, bucket, base, res_d, res_s, res_m, bar, next_df,
-             probe_cost, stats):
+             rest, rule, stats):
     """The top k (a heap in res_*[base:base + cap]) among documents of E = terms p..m-1 that rank
     at or before `bar` = (score, matches, key) (the k-th of k real documents holding an E term, so a
     lower bound of the final k-th entry; score -1: none).
 
     Exact among those documents; the caller decides whether documents outside E could still
-    enter. Gives up (grow = True) when the candidates still to probe would cost more than reading
-    `next_df` more postings. cand = (docs uint32, masks uint16, sorted docs uint32),
+    enter. When probing the candidates whose bound beats the bar would cost more (RULE) than reading
+    E again and scanning the `rest` postings of the other lists, `_complete` does that instead. Gives
+    up (grow = True) when the candidates still to probe would cost more than reading `next_df` more
+    postings. cand = (docs uint32, masks uint16, sorted docs uint32),
     bucket = (counts, order, levels) int64[>= 2**MAX_TERMS]. Returns (heap size or -1 for corrupt
     postings, grow).
     """
@@ -158,6 +197,19 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_t
         b = order[u]
         cum[u + 1] = cum[u] + bcount[b] - (bcount[b - 1] if b > 1 else 0)
     stop = nbk - 1
+    while stop > 0:  # buckets 0..stop-1 in bound order beat the bar
+        w = (order[stop - 1] << p) | nonE
+        if not (score[w] < bs or (score[w] == bs and pop[w] < bm)):
+            break
+        stop -= 1
+    if cum[stop] * rule[3] > cum[nbk - 1] + rule[4] * rest:
+        for j in range(p, m):
+            stats[0] += _df(indptr, q_terms, a, j)  # E read again
+        stats[0] += rest
+        stats[4] += rest
+        return _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mask, touched, cur, end,
+                         last, score, pop, cap, base, res_d, res_s, res_m, bar), False
+    probe_cost = rule[3]
     size = 0
     probes = 0
     grow = False
@@ -207,19 +259,62 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_t
     return size, grow
 
 
+@nb.njit(cache=True, nogil=True)
+def _fill(a, m, q_terms, indptr, docs, doc_rank, n_docs, live, cur, end, last, s0, cap, base, res_d, res_s, res_m,
+          size, bar):
+    """The heap (the top k among E = terms 1..m-1) completed with term 0's documents outside E, when id
+    ranks ascend with document numbers: those all rank (s0, 1 match), so by document number; read in order
+    until the heap or the bar refuses one (every later one ranks after it). Returns the heap size, -1 for
+    corrupt postings."""
+    bs, bm, bk = bar
+    open_lists(q_terms, a, 0, m, indptr, cur, end, last)
+    prev = -1
+    for c in range(cur[0], end[0]):
+        d = np.int64(docs[c])
+        if d <= prev or d >= n_docs:
+            return -1
+        prev = d
+        inside = False
+        for j in range(1, m):  # in an E list too: not mask {0}, and the attempt has ranked it
+            cur[j] = _gallop(docs, cur[j], end[j], d)
+            inside = inside or (cur[j] < end[j] and np.int64(docs[cur[j]]) == d)
+        if inside or (live.shape[0] != 0 and not live[d]):
+            continue
+        key = doc_key(doc_rank[d], d)
+        if _below(s0, 1, key, bs, bm, bk) or (size == cap and ranks_after(s0, 1, key, res_s[base], res_m[base],
+                                                                          res_d[base])):
+            break
+        size = heap_push(res_s, res_m, res_d, base, size, cap, s0, 1, key)
+    return size
+
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _df(indptr, q_terms, a, j):
     t = q_terms[a + j]
     return indptr[t + 1] - indptr[t]
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _first_bar(q, bar_s, bar_m, bar_k):
+    """The caller's bar for query q (a document must rank strictly before it) as the kernel's own kind,
+    one a document must rank at or before: keys are integers, so key < bar_k is key <= bar_k - 1.
+    Score -1: no bar (empty arrays, -inf, or a score every document beats)."""
+    if bar_s.shape[0] == 0 or not bar_s[q] >= 0:
+        return (-1.0, np.int64(0), np.int64(0))
+    return (bar_s[q], np.int64(bar_m[q]), max(bar_k[q], np.int64(0)) - 1)
+
+
 @nb.njit(cache=True, nogil=True)
 def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, block, cap,
-               live, mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop, cand, bucket, base, res_d,
-               res_s, res_m, rule, stats):
-    """One query of 2..MAX_TERMS terms, cap >= 1, by growing essential sets; results best first in
-    res_*[base:base + cap]. Returns the result count, -1 for corrupt postings, -2 when levels
-    should read every posting instead (nothing written)."""
+               live, work, t, base, res_d, res_s, res_m, rule, stats, bar, monotone):
+    """One query of 2..MAX_TERMS terms, cap >= 1, by growing essential sets on workspace row t; results
+    best first in res_*[base:base + cap]. `bar` (`_first_bar`): documents must rank at or before it.
+    Returns the result count, -1 for corrupt postings, -2 when levels should read every posting instead
+    (nothing written)."""
+    mask, touched, cur, end, last, score, pop, level = (work[0][t], work[1][t], work[2][t], work[3][t], work[4][t],
+                                                        work[5][t], work[6][t], work[7][t])
+    cand = (work[16][t], work[17][t], work[18][t])
+    bucket = (work[19][t], work[20][t], work[21][t])
     a = q_offsets[q]
     m = q_offsets[q + 1] - a
     total = 0
@@ -227,35 +322,44 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
         total += _df(indptr, q_terms, a, j)
     if total < max(rule[0], rule[1] * cap) or _df(indptr, q_terms, a, 0) < rule[2] * total:
         return -2
-    _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop)
-    limit = min(_SHARE * total, cand[0].shape[0])
+    _tables(q_weights, a, m, score, pop, level, work[8][t], work[9][t])
+    limit = min(rule[5] * total, cand[0].shape[0])
     p = m - 1  # first E: the heaviest lists until they hold _FIRST postings per result wanted
     held = _df(indptr, q_terms, a, p)
     while p > 1 and held < _FIRST * cap:
         p -= 1
         held += _df(indptr, q_terms, a, p)
-    bar = (-1.0, np.int64(0), np.int64(0))
     spent = 0
     while p > 0 and held <= limit and spent <= total:
         stats[0] += held
         stats[2] += 1
         probed = stats[1]
+        scanned = stats[4]
         # what probing is weighed against: reading the next list, else every posting (levels)
         next_df = total
         if p > 1 and held + _df(indptr, q_terms, a, p - 1) <= limit:
             next_df = _df(indptr, q_terms, a, p - 1)
         size, grow = _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, block, cap,
                               live, mask, touched, cur, end, last, score, pop, level, cand, bucket, base, res_d,
-                              res_s, res_m, bar, next_df, rule[3], stats)
+                              res_s, res_m, bar, next_df, total - held, rule, stats)
         if size < 0:
             return -1
-        spent += held + rule[3] * (stats[1] - probed)
-        nonE = (1 << p) - 1
-        if not grow and rejects(res_s, res_m, base, size, cap, score[nonE], pop[nonE]):
-            deheap_sort(res_s, res_m, res_d, base, size)  # nothing outside E can enter: exact
-            return size
+        spent += held + rule[3] * (stats[1] - probed) + rule[4] * (stats[4] - scanned)
         if size == cap:  # a real k-th entry: the final one ranks at or before it
             bar = (res_s[base], np.int64(res_m[base]), res_d[base])
+        nonE = (1 << p) - 1
+        # every document of E at or before the bar was probed (unless the attempt gave up): exact when
+        # no document outside E reaches the bar
+        if not grow and bar[0] >= 0 and (score[nonE] < bar[0] or (score[nonE] == bar[0] and pop[nonE] < bar[1])):
+            deheap_sort(res_s, res_m, res_d, base, size)
+            return size
+        if not grow and p == 1 and monotone:  # outside E only the lightest list's documents, all tied
+            size = _fill(a, m, q_terms, indptr, docs, doc_rank, n_docs, live, cur, end, work[4][t], score[1], cap,
+                         base, res_d, res_s, res_m, size, bar)
+            if size < 0:
+                return -1
+            deheap_sort(res_s, res_m, res_d, base, size)
+            return size
         # a larger E: at least one more list, then MaxScore's split at the bar
         p -= 1
         held += _df(indptr, q_terms, a, p)
@@ -266,99 +370,139 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
     return -2
 
 
-@nb.njit(cache=True, parallel=True)
-def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, block,
-                 n_chunks, live, buffer, candidates, rule, stats):
+@nb.njit(cache=True, nogil=True)
+def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, width, cap,
+               live, work, t, base, res_d, res_s, res_m, rule, stats, bar_s, bar_m, bar_k, monotone):
+    """Query q of 1..MAX_TERMS terms, cap >= 1, on workspace row t (`workspace`, its blocks `width` or
+    wider): probing in blocks of `width` where the cost rule says it pays, else `levels._levels_one`
+    (every posting read; always when fwd_indptr is not int[n_docs + 1]), in blocks widened for a sparse
+    query. bar_s/bar_m/bar_k: as `levels._levels_one`'s. stats: the query's STATS counters.
+    Results best first in res_*[base:base + cap]; returns their count or -1 for corrupt postings.
+    """
+    if q_offsets[q + 1] - q_offsets[q] >= 2 and fwd_indptr.shape[0] == n_docs + 1:
+        got = _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms,
+                         width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats,
+                         _first_bar(q, bar_s, bar_m, bar_k), monotone)
+        if got != -2:
+            return got
+    stats[3] += 1
+    total = 0
+    for j in range(q_offsets[q], q_offsets[q + 1]):
+        total += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
+    stats[0] += total
+    # a sparse query reads few postings a block: wider blocks (up to the workspace's) save the per-block
+    # work (RESULTS.md: 8.8M, under 8,000 postings, 16K-document blocks cost ~1.5x 256K ones)
+    while width * 4 <= work[0].shape[1] and total * width * 4 <= _PER_BLOCK * n_docs:
+        width *= 4
+    return _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width, cap, live,
+                       work[0][t], work[1][t], work[2][t], work[3][t], work[4][t], work[5][t], work[6][t], work[7][t],
+                       work[8][t], work[9][t], work[10][t], (work[11][t], work[12][t], work[13][t]), base, res_d,
+                       res_s, res_m, bar_s, bar_m, bar_k)
+
+
+@nb.njit(cache=True, nogil=True)
+def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, width, live,
+           caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, rule, stats, monotone):
+    """Query q on workspace row t: `search_one` for 1..MAX_TERMS terms and k > 0, else the heap union."""
+    base = caps_off[q]
+    cap = caps_off[q + 1] - base
+    if cap == 0:
+        return 0
+    if k > 0 and q_offsets[q + 1] - q_offsets[q] <= MAX_TERMS:
+        return search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms,
+                          width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats[q], bar_s, bar_m, bar_k,
+                          monotone)
+    return _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, work[14][t],
+                       work[15][t], work[1][t], work[2][t], work[3][t], work[4][t], base, cap, res_d, res_s, res_m,
+                       live, bar_s, bar_m, bar_k)
+
+
+@nb.njit(cache=True, nogil=True)
+def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, width,
+                  live, work, bar_s, bar_m, bar_k, rule, stats, monotone):
+    """Every query on the calling thread (row 0): no thread team to wake (as `levels._levels_serial`)."""
     nq = q_offsets.shape[0] - 1
     caps_off = region_offsets(q_offsets, q_terms, indptr, k)
-    longest = 1
-    for q in range(nq):
-        longest = max(longest, q_offsets[q + 1] - q_offsets[q])
-    width = min(block, max(n_docs, 1))
-    heap_width = width if k <= 0 or longest > MAX_TERMS else 0
-    res_d = np.empty(caps_off[nq], dtype=np.int64)
-    res_s = np.empty(caps_off[nq], dtype=np.float64)
-    res_m = np.empty(caps_off[nq], dtype=np.int32)
+    res_s, res_m, res_d = heap_arrays(caps_off[nq])
     sizes = np.zeros(nq, dtype=np.int64)
-    for c in nb.prange(n_chunks):
-        mask = np.zeros(width, dtype=np.uint16)
-        touched = np.empty(width + 1, dtype=np.int64)  # the branch-free first touch writes one past
-        cur = np.empty(longest, dtype=np.int64)
-        end = np.empty(longest, dtype=np.int64)
-        last = np.empty(longest, dtype=np.int64)
-        score = np.empty(_MASKS, dtype=np.float64)
-        pop = np.empty(_MASKS, dtype=np.int32)
-        level = np.empty(_MASKS, dtype=np.int32)
-        lvl_score = np.empty(_MASKS, dtype=np.float64)
-        lvl_pop = np.empty(_MASKS, dtype=np.int32)
-        hist = np.zeros(_MASKS, dtype=np.int64)
-        size0 = max(buffer, 4 * min(k, n_docs))
-        buf = (np.empty(size0, np.int64), np.empty(size0, np.int32), np.empty(size0, np.int64))
-        n_cand = candidates if k > 0 else 0
-        cand = (np.empty(n_cand, np.uint32), np.empty(n_cand, np.uint16), np.empty(n_cand, np.uint32))
-        bucket = (np.empty(_MASKS, np.int64), np.empty(_MASKS, np.int64), np.empty(_MASKS, np.int64))
-        acc = np.zeros(heap_width, dtype=np.float64)
-        cnt = np.zeros(heap_width, dtype=np.int32)
-        no_bar_s = np.zeros(0, dtype=np.float64)
-        no_bar_m = np.zeros(0, dtype=np.int32)
-        no_bar_k = np.zeros(0, dtype=np.int64)
-        for q in range(c, nq, n_chunks):
-            base = caps_off[q]
-            cap = caps_off[q + 1] - base
-            m = q_offsets[q + 1] - q_offsets[q]
-            if cap == 0:
-                continue
-            st = stats[q]
-            if k > 0 and m <= MAX_TERMS:
-                got = -2
-                if m >= 2 and fwd_indptr.shape[0] == n_docs + 1:
-                    got = _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights,
-                                     q_terms, width, cap, live, mask, touched, cur, end, last, score, pop, level,
-                                     lvl_score, lvl_pop, cand, bucket, base, res_d, res_s, res_m, rule, st)
-                if got == -2:
-                    st[3] += 1
-                    for j in range(q_offsets[q], q_offsets[q + 1]):
-                        st[0] += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
-                    got = _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width, cap,
-                                      live, mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop,
-                                      hist, buf, base, res_d, res_s, res_m, no_bar_s, no_bar_m, no_bar_k)
-                sizes[q] = got
-            else:
-                sizes[q] = _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
-                                       acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live,
-                                       no_bar_s, no_bar_m, no_bar_k)
-            if sizes[q] < 0:  # corrupt postings: this chunk's accumulators are dirty; stop it
-                break
+    for q in range(nq):
+        sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights,
+                          width, live, caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k, rule, stats,
+                          monotone)
+        if sizes[q] < 0:  # corrupt postings: the workspace is dirty; stop (the caller clears it)
+            break
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
+
+
+@nb.njit(cache=True, parallel=True)
+def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, width,
+                 live, work, bar_s, bar_m, bar_k, rule, stats, monotone, n_slices):
+    """Queries in n_slices contiguous slices taken by the threads one at a time (as `levels._levels_batch`)."""
+    nq = q_offsets.shape[0] - 1
+    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
+    res_s, res_m, res_d = heap_arrays(caps_off[nq])
+    sizes = np.zeros(nq, dtype=np.int64)
+    dirty = np.zeros(work[0].shape[0], dtype=np.bool_)
+    for c in nb.prange(n_slices):
+        t = nb.get_thread_id()
+        for q in range(c * nq // n_slices, (c + 1) * nq // n_slices):
+            if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
+                break
+            sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms,
+                              q_weights, width, live, caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k,
+                              rule, stats, monotone)
+            dirty[t] = sizes[q] < 0
+    return compact_failed(caps_off, sizes, res_s, res_m, res_d)
+
+
+@nb.njit(cache=True, nogil=True)
+def ascending(doc_rank):
+    """Whether id ranks ascend with document numbers (ids in row order): `search_batch(monotone=...)`."""
+    for i in range(1, doc_rank.shape[0]):
+        if doc_rank[i] <= doc_rank[i - 1]:
+            return False
+    return True
+
+
+def workspace(rows, width, longest=64, entries=_BUFFER, candidates=_CANDIDATES):
+    """`levels.workspace(rows, width, longest, entries)` and probe's own rows: candidate documents uint32,
+    masks uint16 and sorted documents uint32 [rows, candidates]; bucket counts, order and levels int64
+    [rows, 2**12]. A caller may keep it across calls (`search_batch(work=...)`)."""
+    return (*levels.workspace(rows, width, longest, entries),
+            np.empty((rows, candidates), np.uint32), np.empty((rows, candidates), np.uint16),
+            np.empty((rows, candidates), np.uint32), *(np.empty((rows, _MASKS), np.int64) for _ in range(3)))
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k,
                  block=DEFAULT_BLOCK, n_chunks=None, live=None, buffer=_BUFFER, candidates=_CANDIDATES, rule=RULE,
-                 stats=None):
+                 stats=None, bar=None, work=None, monotone=False):
     """Exact top-k of every query, as `levels.search_batch` (same arguments, same results bit for bit).
 
     fwd_indptr int[N + 1] and fwd_terms uint32 are the forward index (each document's term ids,
     ascending; read as they are, never copied); an empty fwd_indptr makes every query read all its
     postings (`levels`).
-    `candidates`: per-thread candidate buffer. `rule`: which queries try pruning (see RULE).
-    `stats`: an int64[Q, STATS] array to add each query's
-    postings read, forward rows probed, essential sets tried and whether levels read every posting to.
+    `candidates`: per-thread candidate buffer (at most N are used). `rule`: which queries try pruning
+    (see RULE). `stats`: an int64[Q, STATS] array to add each query's postings read, forward rows
+    probed, essential sets tried and whether levels read every posting to. `bar`: as
+    `levels.search_batch`'s (per query the full key a document must rank strictly before); with it, the
+    results are those without it that beat the bar. `n_chunks` and `work`: as `levels.search_batch`'s
+    (`work` holds a `workspace` here). `monotone`: doc_rank ascends with the document number (ids in
+    row order), which lets a query whose every list but the lightest is read finish without levels.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
-    if n_chunks is None:
-        n_chunks = nb.get_num_threads()
-    check_key_range(n_docs)
+    q_offsets = np.asarray(q_offsets, dtype=np.int64)
     nq = len(q_offsets) - 1
+    threads, rows, width, k, longest, entries = levels.plan(n_docs, q_offsets, k, block, n_chunks, buffer)
+    n_cand = max(1, min(candidates, n_docs))
+    wide = min(width * WIDEN, max(n_docs, 1))  # the workspace's blocks, for sparse queries (search_one)
+    holder = [None] if work is None else work
+    if not (levels.fits(holder[0], rows, wide, longest, entries) and holder[0][16].shape[1] == n_cand):
+        rows = max(rows, holder[0][0].shape[0] if holder[0] is not None else 1)
+        holder[0] = workspace(rows, wide, max(longest, 64), entries, n_cand)
     if stats is None:
         stats = np.zeros((nq, STATS), dtype=np.int64)
-    *out, bad = _probe_batch(indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd_terms,
-                             np.asarray(q_offsets, dtype=np.int64), np.asarray(q_terms, dtype=np.int64),
-                             np.asarray(q_weights, dtype=np.float64), np.int64(cap_k(k, n_docs)),
-                             np.int64(max(1, block)), np.int64(max(1, min(n_chunks, nq))),
-                             np.zeros(0, dtype=np.uint8) if live is None else np.asarray(live).view(np.uint8),
-                             np.int64(max(1, buffer)), np.int64(max(1, candidates)),
-                             np.asarray(rule, dtype=np.float64), stats)
-    if bad:
-        raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
-                               "id >= N")
-    return tuple(out)
+    args = (indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd_terms, q_offsets,
+            np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64), np.int64(k),
+            np.int64(width), levels._EVERY_DOC if live is None else np.asarray(live).view(np.uint8), holder[0],
+            *_bar_arrays(bar, nq), np.asarray(rule, dtype=np.float64), stats, bool(monotone))
+    return levels.run(_probe_serial, _probe_batch, args, threads, nq, holder[0])

@@ -53,6 +53,16 @@ def block_start(docs, cur, end, m, n_docs):
     return lo
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def open_lists(q_terms, a, p, m, indptr, cur, end, last):
+    """Cursors on the lists of query terms a+p..a+m-1: cur/end/last[j] = first posting, past the end, -1."""
+    for j in range(p, m):
+        t = q_terms[a + j]
+        cur[j] = indptr[t]
+        end[j] = indptr[t + 1]
+        last[j] = -1
+
+
 @nb.njit(cache=True, nogil=True)
 def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, block,
                 acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live, bar_s, bar_m, bar_k):
@@ -75,11 +85,7 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
         bk = bar_k[q]
     a = q_offsets[q]
     m = q_offsets[q + 1] - a
-    for j in range(m):
-        t = q_terms[a + j]
-        cur[j] = indptr[t]
-        end[j] = indptr[t + 1]
-        last[j] = -1
+    open_lists(q_terms, a, 0, m, indptr, cur, end, last)
     size = 0
     while True:
         lo = block_start(docs, cur, end, m, n_docs)
