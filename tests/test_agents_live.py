@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,48 @@ def test_a_crash_mid_write_leaves_the_last_commit(tmp_path):
     after.put_many(read_cards(tmp_path / "more.jsonl"))
     assert len(after) == 39 and verify_index(tmp_path / "reg") == []
     assert not [p for p in (tmp_path / "reg").iterdir() if p.name.startswith(".staging")]
+
+
+_CRASH_BUILDING = """
+import os, sys
+import ssr_engine.live as live
+from ssr_engine.agents.sources import read_cards
+from ssr_engine.agents.live import LiveRegistry
+
+def crash(*args, **kwargs):  # dies while building the segment in its scratch folder, before any lock
+    os._exit(9)
+
+live.build_segment = crash
+LiveRegistry.open(sys.argv[1]).put_many(read_cards(sys.argv[2]))
+"""
+
+
+def test_a_crash_while_a_write_builds_leaves_the_index_and_its_scratch_is_cleaned(tmp_path):
+    cards = list(iter_registry(30, 6))
+    build_registry(cards[:25], tmp_path / "reg")
+    before = read_commit(tmp_path / "reg")
+    write_cards(cards[25:], tmp_path / "more.jsonl")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _CRASH_BUILDING, str(tmp_path / "reg"), str(tmp_path / "more.jsonl")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 9, r.stderr
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".reg."))
+    assert left and all(n.startswith((".reg.agents-", ".reg.build-")) for n in left)  # the dead writer's scratch
+    assert read_commit(tmp_path / "reg") == before and verify_index(tmp_path / "reg") == []
+    live = LiveRegistry.open(tmp_path / "reg")
+    live.put_many(read_cards(tmp_path / "more.jsonl"))
+    assert len(live) == 30 and verify_index(tmp_path / "reg") == []
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".reg.")]  # cleaned by the next writer
+
+
+def test_another_processes_commit_is_seen_after_a_quiet_time(tmp_path):
+    # `stale` skips reading the commit point while the folder's time is unchanged and old enough
+    cards = list(iter_registry(12, 7))
+    build_registry(cards[:10], tmp_path / "reg")
+    reader, writer = LiveRegistry.open(tmp_path / "reg"), LiveRegistry.open(tmp_path / "reg")
+    for card in cards[10:]:
+        assert not reader.stale()
+        time.sleep(0.15)
+        assert not reader.stale()  # now from the folder's time alone
+        writer.put(card)
+        assert reader.stale() and reader.refresh() and card.id in reader and not reader.stale()
