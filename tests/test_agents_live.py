@@ -197,12 +197,20 @@ import ssr_engine.live as live
 from ssr_engine.agents.sources import read_cards
 from ssr_engine.agents.live import LiveRegistry
 
-def crash(*args, **kwargs):  # the segment is staged; the process dies before the commit point is written
+def crash(*args, **kwargs):
     os._exit(9)
 
-live._commit = crash
+setattr(live, sys.argv[3], crash)
 LiveRegistry.open(sys.argv[1]).put_many(read_cards(sys.argv[2]))
 """
+
+
+def _crash_in(where: str, reg: Path, cards: Path) -> None:
+    """A process writing `cards` into `reg` dies (kill -9 alike) when it reaches `ssr_engine.live.<where>`."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _CRASH, str(reg), str(cards), where], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 9, r.stderr
 
 
 def test_a_crash_mid_write_leaves_the_last_commit(tmp_path):
@@ -213,10 +221,7 @@ def test_a_crash_mid_write_leaves_the_last_commit(tmp_path):
     before = read_commit(tmp_path / "reg")
     write_cards([dataclasses.replace(c, description="crash probe " + c.description) for c in cards[30:]],
                 tmp_path / "more.jsonl")
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path / "reg"), str(tmp_path / "more.jsonl")],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 9, r.stderr
+    _crash_in("_commit", tmp_path / "reg", tmp_path / "more.jsonl")  # the segment is staged, not committed
     assert read_commit(tmp_path / "reg") == before
     assert verify_index(tmp_path / "reg") == []
     after = LiveRegistry.open(tmp_path / "reg")
@@ -229,29 +234,12 @@ def test_a_crash_mid_write_leaves_the_last_commit(tmp_path):
     assert not [p for p in (tmp_path / "reg").iterdir() if p.name.startswith(".staging")]
 
 
-_CRASH_BUILDING = """
-import os, sys
-import ssr_engine.live as live
-from ssr_engine.agents.sources import read_cards
-from ssr_engine.agents.live import LiveRegistry
-
-def crash(*args, **kwargs):  # dies while building the segment in its scratch folder, before any lock
-    os._exit(9)
-
-live.build_segment = crash
-LiveRegistry.open(sys.argv[1]).put_many(read_cards(sys.argv[2]))
-"""
-
-
 def test_a_crash_while_a_write_builds_leaves_the_index_and_its_scratch_is_cleaned(tmp_path):
     cards = list(iter_registry(30, 6))
     build_registry(cards[:25], tmp_path / "reg")
     before = read_commit(tmp_path / "reg")
     write_cards(cards[25:], tmp_path / "more.jsonl")
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", _CRASH_BUILDING, str(tmp_path / "reg"), str(tmp_path / "more.jsonl")],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 9, r.stderr
+    _crash_in("build_segment", tmp_path / "reg", tmp_path / "more.jsonl")  # building, before any lock
     left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".reg."))
     assert left and all(n.startswith((".reg.agents-", ".reg.build-")) for n in left)  # the dead writer's scratch
     assert read_commit(tmp_path / "reg") == before and verify_index(tmp_path / "reg") == []
