@@ -116,10 +116,14 @@ class LiveIndex:
     @contextmanager
     def prepare(self, docs: Iterable[Any] | None = None, *, collection: str | os.PathLike[str] | None = None,
                 fmt: str = "auto", skip_bad_lines: bool = False,
-                extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None) -> Iterator[Prepared]:
+                extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None,
+                work: Path | None = None) -> Iterator[Prepared]:
         """Build a segment of documents (as `add` would) without the writer lock, in a scratch folder
-        beside the index (removed on exit, or by a later writer when this process dies); `publish`
-        commits it, holding the lock only for that. Safe beside other threads' `publish` calls."""
+        beside the index (removed on exit, or by a later writer when this process dies; or in the
+        caller's `work` folder, on the index's file system); `publish` commits it, holding the lock
+        only for that. Safe beside other threads' `publish` calls."""
+        from contextlib import nullcontext
+
         from .format import read_manifest
         from .generations import read_commit, scratch_dir
 
@@ -129,8 +133,9 @@ class LiveIndex:
             raise SsrError(f"{self.root}: not an ssr index with a sound commit point; nothing changed")
         ref = commit.segments[0]  # every segment carries the index's settings: the first one's are read
         base = read_manifest(self.root / ref.name, ref.manifest_sha256)
-        with scratch_dir(self.root.parent, f".{self.root.name}.build-") as work:
-            staged, manifest = build_segment(ScratchStaging(work), base, source, fmt, skip_bad_lines,
+        with nullcontext(work) if work is not None else scratch_dir(self.root.parent, f".{self.root.name}.build-") \
+                as folder:
+            staged, manifest = build_segment(ScratchStaging(folder), base, source, fmt, skip_bad_lines,
                                              self.chunk_docs, self.workers, self.quiet, extra_files)
             yield Prepared(staged, manifest, label)
 

@@ -259,7 +259,7 @@ class LiveRegistry:
             docs, store = work / "documents.jsonl", work / CARD_STORE
             write_documents_and_store(cards, docs, store)
             try:
-                with self._live_index().prepare(collection=docs, fmt="jsonl-any-id",
+                with self._live_index().prepare(collection=docs, fmt="jsonl-any-id", work=work,
                                                 extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}) as segment:
                     yield segment
             except SsrError as exc:
