@@ -10,7 +10,9 @@ wrk (Debian package `wrk`; a Lua script cycles through generated request bodies)
 (1 connection) and throughput (16 connections, 2 threads); an httpx client in this process for
 the update runs and the load run with writes (it needs to read each answer). Client and server
 share the machine's cores, so the figures include the client's own CPU use. `--skip` leaves out
-phases (latency, throughput, updates, load, metatool).
+phases (latency, throughput, updates, load, metatool). Update visibility is reported with p50, p90,
+p99, max, a histogram and every round's value. `SSR_BENCH_TREE=/other/checkout` runs that
+checkout's code (server and writer) with this script: A/B runs of two trees under one harness.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from urllib.parse import quote
 import httpx
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
+# SSR_BENCH_TREE=/path/to/checkout serves (and writes with) another checkout's code: A/B runs, one script
+ROOT = Path(os.environ.get("SSR_BENCH_TREE") or Path(__file__).resolve().parents[1]).resolve()
 sys.path.insert(0, str(ROOT))
 
 from ssr_engine.agents.cards import AgentCard  # noqa: E402
@@ -122,13 +125,22 @@ def _wait_visible(c: httpx.Client, word: str, cid: str, t0: float) -> float:
             return (time.perf_counter() - t0) * 1e3
 
 
-def _summary(values: list[float]) -> dict[str, float]:
+HISTOGRAM_MS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 500, 1000)
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    """p50, p90, p99, max, rounds over 100 ms, a histogram (upper bounds in ms: count) and every value."""
     values = sorted(values)
+    bins = {f"<={b}": 0 for b in HISTOGRAM_MS} | {f">{HISTOGRAM_MS[-1]}": 0}
+    for v in values:
+        bins[next((f"<={b}" for b in HISTOGRAM_MS if v <= b), f">{HISTOGRAM_MS[-1]}")] += 1
     return {"p50_ms": round(statistics.median(values), 2), "p90_ms": round(values[int(0.9 * len(values))], 2),
-            "max_ms": round(values[-1], 2)}
+            "p99_ms": round(values[min(len(values) - 1, int(0.99 * len(values)))], 2),
+            "max_ms": round(values[-1], 2), "over_100_ms": sum(v > 100 for v in values),
+            "histogram": {k: n for k, n in bins.items() if n}, "values_ms": [round(v, 1) for v in values]}
 
 
-def update_visibility(url: str, index: Path, rounds: int = 50) -> dict[str, Any]:
+def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]:
     """Own writes: PUT a card with a unique word, then POST /discover for it until it tops the pool
     (time from sending the PUT). Others' writes: this process writes the card through its own
     `LiveRegistry` on the same directory (as `ssr agents add` would), then polls the server (time
@@ -305,6 +317,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seconds", type=int, default=10, help="length of each wrk run")
     p.add_argument("--requests", type=int, default=10_000, help="requests of the load run with writes")
+    p.add_argument("--update-rounds", type=int, default=60, help="rounds of each update-visibility run")
     p.add_argument("--metatool", type=Path, help="MetaTool data directory (default: the bundled copy)")
     p.add_argument("--skip", default="", help="phases to leave out, comma-separated: latency, throughput, "
                    "updates, load, metatool")
@@ -313,7 +326,7 @@ def main() -> int:
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
 
     args.work.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"cards": args.cards, "machine_cpus": os.cpu_count(),
+    results: dict[str, Any] = {"cards": args.cards, "machine_cpus": os.cpu_count(), "tree": str(ROOT),
                                "load_average_at_start": os.getloadavg()}
     base, built = pristine(args.work, args.cards, args.seed)
     if built is not None:
@@ -338,7 +351,7 @@ def main() -> int:
             if "throughput" not in skip:
                 results["throughput_16_connections"] = wrk(server.url, bodies, 16, 2, args.seconds, args.work)
             if "updates" not in skip:
-                results["update_visibility"] = update_visibility(server.url, reg)
+                results["update_visibility"] = update_visibility(server.url, reg, args.update_rounds)
             if "load" not in skip:
                 results["load_with_writes"] = load_with_writes(server, queries, extra, args.requests)
             results["rss_mb_end"] = round(server.rss() / 2**20, 1)

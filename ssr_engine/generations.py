@@ -350,6 +350,18 @@ class IndexWriter:
         self._staged.append(path)
         return path
 
+    def adopt(self, folder: Path) -> Path:
+        """Move a segment folder built elsewhere on the same file system (`LiveIndex.prepare`) in as staged."""
+        assert self.lock.held, "IndexWriter used outside its with block"
+        path = self.root / f"{_STAGING}{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            os.rename(folder, path)
+        except OSError as exc:
+            raise os_error(path, exc, "move the new segment in (is the scratch folder on another file system?)") \
+                from exc
+        self._staged.append(path)
+        return path
+
     def discard(self, staged: Path) -> None:
         """Remove a staged folder this writer made (a build that starts over)."""
         self._staged.remove(staged)

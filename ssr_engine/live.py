@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .errors import InputError, SsrError
-from .format import open_segment, resolve_index
+from .format import Manifest, open_segment, resolve_index
 from .generations import (
     READERS,
     Commit,
@@ -36,14 +38,24 @@ from .live_files import (
     write_deletes,
 )
 from .live_search import LiveSearcher, Snapshot, current_generation, open_bm25, open_search, open_snapshot
-from .live_segments import build_segment, compact_segment
+from .live_segments import ScratchStaging, build_segment, compact_segment
 
-__all__ = ["LiveIndex", "LiveSearcher", "Snapshot", "StaleCommit", "current_generation", "open_bm25", "open_search",
-           "open_snapshot"]
+__all__ = ["LiveIndex", "LiveSearcher", "Prepared", "Snapshot", "StaleCommit", "current_generation", "open_bm25",
+           "open_search", "open_snapshot"]
 
 
 class StaleCommit(SsrError):
-    """`LiveIndex.add(expect_generation=N)` found a newer commit than N: nothing was written."""
+    """`LiveIndex.add(expect_generation=N)` found a newer commit than N (or `publish(replaces=...)` found
+    a replaced segment gone or changed): nothing was written."""
+
+
+@dataclass
+class Prepared:
+    """A segment built by `LiveIndex.prepare` outside the writer lock, waiting for `publish`."""
+
+    folder: Path
+    manifest: Manifest
+    label: str
 
 
 # --------------------------------------------------------------------------------- writing
@@ -64,6 +76,7 @@ class LiveIndex:
         self.workers = workers or os.cpu_count() or 1
         self.chunk_docs = chunk_docs
         self._last: Snapshot | None = None  # segments are immutable: the next call reuses them
+        self._ids: dict[tuple[str, str], IdTable] = {}  # (segment, manifest sha256) -> its id table, likewise
 
     def _snapshot(self) -> Snapshot:
         snap = open_snapshot(self.root, reuse=self._last)
@@ -84,24 +97,78 @@ class LiveIndex:
         registry's card store for the added cards). `expect_generation`: write only if the index is
         still at that commit (checked under the writer lock), else raise `StaleCommit`: a caller that
         re-adds documents it read earlier (an agent registry's merges) never undoes a newer write.
+        The segment is built under the writer lock (`prepare` + `publish` build it before taking it).
         Returns {"added", "replaced", "segment", "generation"}.
         """
-        if (docs is None) == (collection is None):
-            raise SsrError("add: give documents or a collection file (one of them)")
+        source, label = _source(docs, collection)
         started = time.time()
-        # documents given in Python go to the build as they are (any iterable, read once)
-        source: Any = docs if collection is None else Path(collection)
-        label = "documents" if collection is None else str(collection)
         with IndexWriter(self.root, append=True) as writer:
             snap = self._snapshot()
             try:
-                if expect_generation is not None and snap.generation != expect_generation:
-                    raise StaleCommit(f"{self.root}: changed since generation {expect_generation} "
-                                      f"(now {snap.generation}); nothing written")
+                _check_generation(self.root, snap, expect_generation)
                 staged, manifest = build_segment(writer, snap.indexes[0].manifest, source, fmt,
                                                   skip_bad_lines, self.chunk_docs, self.workers, self.quiet,
                                                   extra_files)
-                new = open_segment(staged)
+                return self._publish(writer, snap, Prepared(staged, manifest, label), upsert, None, started)
+            finally:
+                snap.close()
+
+    @contextmanager
+    def prepare(self, docs: Iterable[Any] | None = None, *, collection: str | os.PathLike[str] | None = None,
+                fmt: str = "auto", skip_bad_lines: bool = False,
+                extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None,
+                work: Path | None = None) -> Iterator[Prepared]:
+        """Build a segment of documents (as `add` would) without the writer lock, in a scratch folder
+        beside the index (removed on exit, or by a later writer when this process dies; or in the
+        caller's `work` folder, on the index's file system); `publish` commits it, holding the lock
+        only for that. Safe beside other threads' `publish` calls."""
+        from contextlib import nullcontext
+
+        from .format import read_manifest
+        from .generations import read_commit, scratch_dir
+
+        source, label = _source(docs, collection)
+        commit = read_commit(self.root)
+        if commit is None or not commit.segments:
+            raise SsrError(f"{self.root}: not an ssr index with a sound commit point; nothing changed")
+        ref = commit.segments[0]  # every segment carries the index's settings: the first one's are read
+        base = read_manifest(self.root / ref.name, ref.manifest_sha256)
+        with nullcontext(work) if work is not None else scratch_dir(self.root.parent, f".{self.root.name}.build-") \
+                as folder:
+            staged, manifest = build_segment(ScratchStaging(folder), base, source, fmt, skip_bad_lines,
+                                             self.chunk_docs, self.workers, self.quiet, extra_files)
+            yield Prepared(staged, manifest, label)
+
+    def publish(self, prepared: Prepared, *, upsert: bool = False, expect_generation: int | None = None,
+                replaces: dict[str, str | None] | None = None) -> dict[str, Any]:
+        """Commit a `prepare`d segment, as `add` would (`upsert`, `expect_generation` alike).
+
+        `replaces` (segment name -> its deletion file's sha256, None for none): the new segment holds
+        exactly the live documents of these segments, which leave the commit with it (a merge). They
+        must still be in the index with those deletion files, else `StaleCommit` and nothing written:
+        a merge built from an older commit then never undoes a write made meanwhile elsewhere. Other
+        segments may have changed; the new segment's ids are not looked up (they were live only there).
+        """
+        started = time.time()
+        with IndexWriter(self.root, append=True) as writer:
+            snap = self._snapshot()
+            try:
+                _check_generation(self.root, snap, expect_generation)
+                staged = writer.adopt(prepared.folder)
+                return self._publish(writer, snap, Prepared(staged, prepared.manifest, prepared.label), upsert,
+                                     replaces, started)
+            finally:
+                snap.close()
+
+    def _publish(self, writer: IndexWriter, snap: Snapshot, new_segment: Prepared, upsert: bool,
+                 replaces: dict[str, str | None] | None, started: float) -> dict[str, Any]:
+        """The commit of `add` and `publish`: old versions deleted (`upsert`) or segments replaced."""
+        staged, manifest, label = new_segment.folder, new_segment.manifest, new_segment.label
+        new = open_segment(staged)
+        try:
+            if replaces is not None:
+                refs, replaced = _replacing(self.root, snap, replaces, new.n_docs), 0
+            else:
                 new_ids = new.doc_id_array()
                 encoded = [i.encode("utf-8", "surrogatepass") for i in new_ids.to_pylist()]
                 hashes = id_hashes(encoded)
@@ -114,11 +181,10 @@ class LiveIndex:
                                      f"{pos + 1} of the input) is already in the index; use --upsert to "
                                      f"replace it ({replaced} ids in all)")
                 refs = self._with_deletions(writer, snap, hits, adding=True)
-                refs.append((staged, new.n_docs, None, None))
-                new.close()
-                commit = _commit(writer, refs)
-            finally:
-                snap.close()
+            refs.append((staged, new.n_docs, None, None))
+        finally:
+            new.close()
+        commit = _commit(writer, refs)
         return {"added": int(manifest.counts.documents), "replaced": replaced, "segment": commit.segments[-1].name,
                 "generation": commit.generation, "seconds": round(time.time() - started, 3)}
 
@@ -208,8 +274,13 @@ class LiveIndex:
         """Live documents with these ids: {segment position: docs}, and (optionally) which ids were found."""
         found = np.zeros(len(encoded), dtype=bool)
         hits: dict[int, np.ndarray] = {}
+        keys = [(ref.name, ref.manifest_sha256) for ref in snap.commit.segments]
+        self._ids = {key: t for key, t in self._ids.items() if key in keys}
         for s, (ix, d) in enumerate(zip(snap.indexes, snap.deletions, strict=True)):
-            docs = ensure_id_table(ix.path, ix).lookup(hashes, encoded)
+            table = self._ids.get(keys[s])
+            if table is None:
+                table = self._ids[keys[s]] = ensure_id_table(ix.path, ix)
+            docs = table.lookup(hashes, encoded)
             live = docs >= 0
             if d is not None:
                 live[live] = ~d.mask[docs[live]]
@@ -240,6 +311,35 @@ class LiveIndex:
             name = f"{DELETES_PREFIX}{generation}.npz"
             refs.append((ix.path, 0, name, write_deletes(ix.path / name, new)))
         return refs
+
+
+def _source(docs: Iterable[Any] | None, collection: str | os.PathLike[str] | None) -> tuple[Any, str]:
+    """What the build reads (documents given in Python go as they are: any iterable, read once), and its name."""
+    if (docs is None) == (collection is None):
+        raise SsrError("add: give documents or a collection file (one of them)")
+    return (docs, "documents") if collection is None else (Path(collection), str(collection))
+
+
+def _check_generation(root: Path, snap: Snapshot, expect: int | None) -> None:
+    if expect is not None and snap.generation != expect:
+        raise StaleCommit(f"{root}: changed since generation {expect} (now {snap.generation}); nothing written")
+
+
+def _replacing(root: Path, snap: Snapshot, replaces: dict[str, str | None], n_docs: int) -> list[Any]:
+    """The commit entries of every segment but `replaces`, which must be as the caller read them."""
+    live = 0
+    current = {ref.name: ref for ref in snap.commit.segments}
+    for name, sha in replaces.items():
+        ref = current.get(name)
+        if ref is None or ref.deletes_sha256 != sha:
+            raise StaleCommit(f"{root}: {name} changed since it was read (now generation {snap.generation}); "
+                              "nothing written")
+        live += ref.documents
+    if live != n_docs:
+        raise SsrError(f"{root}: the new segment holds {n_docs} documents, the segments it replaces {live}; "
+                       "nothing written")
+    return [(ix.path, ref.documents, ref.deletes, ref.deletes_sha256)
+            for ix, ref in zip(snap.indexes, snap.commit.segments, strict=True) if ref.name not in replaces]
 
 
 def _position_of(snap: Snapshot, seg: int, doc: int, hashes: np.ndarray, encoded: list[bytes]) -> int:

@@ -173,8 +173,9 @@ def id_hashes(encoded: list[bytes]) -> np.ndarray:
     return hash_spans(raw, offsets, np.uint64(0), np.uint64(2**64 - 1))
 
 
-def write_id_table(segment: Path, ids: Any) -> None:
-    """Write the id table of a segment whose ids (an Arrow string array) are given, atomically per file."""
+def write_id_table(segment: Path, ids: Any, staged: bool = True) -> None:
+    """Write the id table of a segment whose ids (an Arrow string array) are given: plainly into a staged
+    folder (it appears whole by one rename at commit, as the segment's arrays do), else atomically per file."""
     import pyarrow as pa
 
     from .atomic import atomic_write
@@ -191,6 +192,9 @@ def write_id_table(segment: Path, ids: Any) -> None:
     arrays = {"hash": hashes[order], "doc": order.astype(np.uint32), "offsets": offsets.astype(np.int64),
               "bytes": np.ascontiguousarray(data)}
     for name in ID_TABLE:
+        if staged:
+            np.save(segment / id_table_file(name), arrays[name], allow_pickle=False)
+            continue
         with atomic_write(segment / id_table_file(name), "wb", encoding=None, newline=None) as f:
             np.save(f, arrays[name], allow_pickle=False)
 
@@ -200,5 +204,5 @@ def ensure_id_table(segment: Path, index: Index) -> IdTable:
     try:
         return IdTable(segment, index.n_docs)
     except IndexFormatError:
-        write_id_table(segment, index.doc_id_array())
+        write_id_table(segment, index.doc_id_array(), staged=False)  # a committed segment
         return IdTable(segment, index.n_docs)

@@ -29,6 +29,27 @@ from .live_search import Snapshot
 # ----------------------------------------------------------------------- building segments
 
 
+class ScratchStaging:
+    """Segment folders in a private scratch folder (`LiveIndex.prepare`): what `build_segment` needs of an
+    `IndexWriter` (`staging`, `discard`), without the index's writer lock."""
+
+    def __init__(self, root: Path):
+        self.root, self._n = root, 0
+
+    def staging(self) -> Path:
+        from .generations import READERS
+
+        self._n += 1
+        path = self.root / f"segment-{self._n}"
+        path.mkdir()
+        (path / READERS).touch()
+        return path
+
+    def discard(self, staged: Path) -> None:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+
 def _derived_manifest(base: Manifest, counts: dict[str, int], ids: dict[str, Any], source: dict[str, Any],
                       seed: int, seeds_tried: list[dict[str, Any]], build: dict[str, Any],
                       extra_files: dict[str, str] | None = None) -> Manifest:
@@ -39,7 +60,7 @@ def _derived_manifest(base: Manifest, counts: dict[str, int], ids: dict[str, Any
                     build=build, extra_files=dict(extra_files or {}))
 
 
-def build_segment(writer: IndexWriter, base: Manifest, source: Any, fmt: str, skip_bad_lines: bool,
+def build_segment(writer: IndexWriter | ScratchStaging, base: Manifest, source: Any, fmt: str, skip_bad_lines: bool,
                    chunk_docs: int, workers: int, quiet: bool,
                    extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None,
                    header: bool = False) -> tuple[Path, Manifest]:
@@ -81,7 +102,7 @@ def build_segment(writer: IndexWriter, base: Manifest, source: Any, fmt: str, sk
     for name, (path, _) in (extra_files or {}).items():
         shutil.move(os.fspath(path), os.fspath(tmp / name))
     manifest = _manifest(config, stats, seed, seeds_tried, started, extra_files or {})
-    write_manifest(tmp, manifest)
+    write_manifest(tmp, manifest, sync=False)  # a staged folder: published whole by one rename at commit
     return tmp, manifest
 
 

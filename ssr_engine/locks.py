@@ -14,6 +14,7 @@ import fcntl
 import os
 import secrets
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -103,6 +104,10 @@ class SegmentHold:
         self.close()
 
 
+_NEW = ".new"  # a scratch folder being made: `_NEW + prefix + random`, renamed when locked
+_NEW_AGE = 600.0  # seconds: such a folder older than this was left by a dead process
+
+
 @contextmanager
 def scratch_dir(parent: Path, prefix: str) -> Iterator[Path]:
     """A private work folder `parent/{prefix}{random}` removed on exit, and by the next user of
@@ -113,28 +118,40 @@ def scratch_dir(parent: Path, prefix: str) -> Iterator[Path]:
     except OSError as exc:
         raise os_error(parent, exc, "create a folder") from exc
     clean_scratch(parent, prefix)
-    path = parent / f"{prefix}{secrets.token_hex(6)}"
+    token = secrets.token_hex(6)
+    path = parent / f"{prefix}{token}"
+    # made under another name and renamed once locked: a cleaner (another thread or process) never
+    # sees a folder of the prefix whose lock is not taken yet
+    new = parent / f"{_NEW}{prefix}{token}"
     try:
-        path.mkdir()
-        fd = os.open(path / SCRATCH_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        new.mkdir()
+        fd = os.open(new / SCRATCH_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        raise os_error(path, exc, "create a work folder") from exc
+        raise os_error(new, exc, "create a work folder") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(new, path)
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(new, ignore_errors=True)
         os.close(fd)
 
 
 def clean_scratch(parent: Path, prefix: str) -> None:
     """Remove scratch folders of `prefix` in `parent` whose owner is gone (their lock is free)."""
     try:
-        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+        names = [n for n in os.listdir(parent) if n.startswith((prefix, f"{_NEW}{prefix}"))]
     except OSError:
         return
     for name in names:
         path = parent / name
+        if name.startswith(_NEW):  # a process died between making and naming it; never one being made now
+            try:
+                if time.time() - path.stat().st_mtime < _NEW_AGE:
+                    continue
+            except OSError:
+                continue
         try:
             fd = os.open(path / SCRATCH_LOCK, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:

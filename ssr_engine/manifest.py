@@ -138,12 +138,15 @@ def file_record(directory: Path, name: str) -> FileRecord:
     return FileRecord(path.stat().st_size, sha256_file(path))
 
 
+SMALL_SEGMENT = 1 << 23  # bytes: below, a manifest's file records are hashed on the calling thread
+
 # files of a segment that the manifest does not list: itself, and the readers' lock
 _UNLISTED = (MANIFEST, "readers.lock")
 
 
-def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
-    """Write a segment's manifest.json, sealed, with a record (size, sha256) of every other file."""
+def write_manifest(directory: Path, manifest: Manifest, sync: bool = True) -> Manifest:
+    """Write a segment's manifest.json, sealed, with a record (size, sha256) of every other file
+    (`sync`: atomically and fsynced; without, plainly: a staged folder published by one rename)."""
     from .atomic import write_text
 
     names = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name not in _UNLISTED)
@@ -154,13 +157,20 @@ def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
     from dataclasses import replace
 
     # hashlib releases the GIL on large blocks: the files are hashed on all cores (gigabytes at 8.8M)
-    by_size = sorted(names, key=lambda n: -(directory / n).stat().st_size)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        records = dict(zip(by_size, pool.map(lambda n: file_record(directory, n), by_size), strict=True))
+    sizes = {n: (directory / n).stat().st_size for n in names}
+    by_size = sorted(names, key=lambda n: -sizes[n])
+    if sum(sizes.values()) < SMALL_SEGMENT:  # a small segment (a live write): threads cost more than hashing
+        records = {n: file_record(directory, n) for n in by_size}
+    else:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            records = dict(zip(by_size, pool.map(lambda n: file_record(directory, n), by_size), strict=True))
     # a writer writes the current layout, whatever manifest it started from (a live segment: its base's)
     manifest = replace(manifest, files={n: records[n] for n in names}, format_version=FORMAT_VERSION)
     body = {"format": FORMAT_NAME, **manifest.to_dict()}
-    write_text(directory / MANIFEST, seal(body))
+    if sync:
+        write_text(directory / MANIFEST, seal(body))
+    else:
+        (directory / MANIFEST).write_text(seal(body), encoding="utf-8", newline="\n")
     return manifest
 
 

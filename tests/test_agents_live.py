@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -196,12 +197,20 @@ import ssr_engine.live as live
 from ssr_engine.agents.sources import read_cards
 from ssr_engine.agents.live import LiveRegistry
 
-def crash(*args, **kwargs):  # the segment is staged; the process dies before the commit point is written
+def crash(*args, **kwargs):
     os._exit(9)
 
-live._commit = crash
+setattr(live, sys.argv[3], crash)
 LiveRegistry.open(sys.argv[1]).put_many(read_cards(sys.argv[2]))
 """
+
+
+def _crash_in(where: str, reg: Path, cards: Path) -> None:
+    """A process writing `cards` into `reg` dies (kill -9 alike) when it reaches `ssr_engine.live.<where>`."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _CRASH, str(reg), str(cards), where], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 9, r.stderr
 
 
 def test_a_crash_mid_write_leaves_the_last_commit(tmp_path):
@@ -212,10 +221,7 @@ def test_a_crash_mid_write_leaves_the_last_commit(tmp_path):
     before = read_commit(tmp_path / "reg")
     write_cards([dataclasses.replace(c, description="crash probe " + c.description) for c in cards[30:]],
                 tmp_path / "more.jsonl")
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path / "reg"), str(tmp_path / "more.jsonl")],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 9, r.stderr
+    _crash_in("_commit", tmp_path / "reg", tmp_path / "more.jsonl")  # the segment is staged, not committed
     assert read_commit(tmp_path / "reg") == before
     assert verify_index(tmp_path / "reg") == []
     after = LiveRegistry.open(tmp_path / "reg")
@@ -226,3 +232,31 @@ def test_a_crash_mid_write_leaves_the_last_commit(tmp_path):
     after.put_many(read_cards(tmp_path / "more.jsonl"))
     assert len(after) == 39 and verify_index(tmp_path / "reg") == []
     assert not [p for p in (tmp_path / "reg").iterdir() if p.name.startswith(".staging")]
+
+
+def test_a_crash_while_a_write_builds_leaves_the_index_and_its_scratch_is_cleaned(tmp_path):
+    cards = list(iter_registry(30, 6))
+    build_registry(cards[:25], tmp_path / "reg")
+    before = read_commit(tmp_path / "reg")
+    write_cards(cards[25:], tmp_path / "more.jsonl")
+    _crash_in("build_segment", tmp_path / "reg", tmp_path / "more.jsonl")  # building, before any lock
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".reg."))
+    assert left and all(n.startswith((".reg.agents-", ".reg.build-")) for n in left)  # the dead writer's scratch
+    assert read_commit(tmp_path / "reg") == before and verify_index(tmp_path / "reg") == []
+    live = LiveRegistry.open(tmp_path / "reg")
+    live.put_many(read_cards(tmp_path / "more.jsonl"))
+    assert len(live) == 30 and verify_index(tmp_path / "reg") == []
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".reg.")]  # cleaned by the next writer
+
+
+def test_another_processes_commit_is_seen_after_a_quiet_time(tmp_path):
+    # `stale` skips reading the commit point while the folder's time is unchanged and old enough
+    cards = list(iter_registry(12, 7))
+    build_registry(cards[:10], tmp_path / "reg")
+    reader, writer = LiveRegistry.open(tmp_path / "reg"), LiveRegistry.open(tmp_path / "reg")
+    for card in cards[10:]:
+        assert not reader.stale()
+        time.sleep(0.15)
+        assert not reader.stale()  # now from the folder's time alone
+        writer.put(card)
+        assert reader.stale() and reader.refresh() and card.id in reader and not reader.stale()

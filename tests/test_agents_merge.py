@@ -1,6 +1,6 @@
 """Registry segment merges (tiered, in the background for a server), compaction that carries the
-card stores, and the write-path warm-up: rankings stay those of a rebuild, and a merge never
-undoes a write committed after the cards it re-adds were read."""
+card stores, and the write-path warm-up: rankings stay those of a rebuild, a merge never
+undoes a write committed after the cards it re-adds were read, and writes go on while a merge builds."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_a_merge_never_undoes_another_writers_commit(tmp_path):
     _check_rebuild(mine, [c for c in cards[:35] if c.id != victim])
 
 
-def test_a_write_during_a_background_merge_waits_for_it_and_stays(tmp_path):
+def test_writes_during_background_merges_stay(tmp_path):
     cards = list(iter_registry(60, 9))
     build_registry(cards[:40], tmp_path / "reg")
     live = LiveRegistry(tmp_path / "reg", background=True, merge_quiet=0.0)
@@ -106,6 +106,36 @@ def test_a_write_during_a_background_merge_waits_for_it_and_stays(tmp_path):
         t.join()
     live.merges.wait()
     _check_rebuild(live, cards)
+    live.close()
+
+
+def test_a_write_goes_on_while_a_merge_builds_and_both_commit(tmp_path, monkeypatch):
+    # the merge's build is held inside LiveIndex.prepare; a put (and a delete in a segment the merge does
+    # not touch) commit meanwhile; the merge then commits on top of them: its segments are unchanged
+    cards = list(iter_registry(50, 5))
+    build_registry(cards[:40], tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg", background=True, merge_quiet=0.0, max_segments=100, merge_at=4)
+    building, release = threading.Event(), threading.Event()
+    prepare = LiveIndex.prepare
+
+    def held(self, *args, **kwargs):
+        if threading.current_thread().name == "ssr-registry-merge":
+            building.set()
+            assert release.wait(60)
+        return prepare(self, *args, **kwargs)
+
+    monkeypatch.setattr(LiveIndex, "prepare", held)
+    for c in cards[40:44]:
+        live.put(c)  # the fourth one-card segment starts a merge of the four
+    assert building.wait(60)
+    before = live.version
+    live.put(cards[44])  # would wait for the merge if merges held the registry's lock while building
+    assert live.delete(cards[0].id)  # the built segment: not one the merge replaces
+    assert live.version == before + 2 and cards[44].id in live and cards[0].id not in live
+    release.set()
+    live.merges.wait()
+    assert len(live.view().stores) == 3  # the base, the merged four, the later put
+    _check_rebuild(live, cards[1:45])
     live.close()
 
 

@@ -119,15 +119,17 @@ class CardStore:
 
 
 def write_card_store(cards: Iterable[AgentCard], out: str | os.PathLike[str], batch: int = 10_000) -> int:
-    """Stream cards into a Parquet card store (batches of `batch` rows); returns the count."""
+    """Stream cards into a Parquet card store (batches of `batch` rows); returns the count. Written
+    plainly: `out` is in a scratch folder, and the store reaches an index inside a staged segment,
+    published whole by one rename at commit (as the segment's arrays are)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..atomic import atomic_write
+    from ..atomic import os_errors
 
     schema = pa.schema([("id", pa.string()), ("card", pa.string())], metadata={"format": CARD_STORE_FORMAT})
     n = 0
-    with atomic_write(out, "wb") as f:
+    with os_errors(out), open(out, "wb") as f:
         with pq.ParquetWriter(f, schema) as writer:
             ids: list[str] = []
             docs: list[str] = []

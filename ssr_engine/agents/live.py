@@ -4,15 +4,16 @@ A registry is an index directory whose every segment holds `agent_cards.parquet`
 cards of that segment's documents (row = document), registered in the segment's manifest so that
 `ssr verify` checks it. Writes are `LiveIndex` calls, one commit each, under the index's writer lock:
 
-- `put_many` (add or replace): the cards' documents and their card store go into one new segment
-  (`LiveIndex.add(..., upsert=True, extra_files=...)`), and older versions of the same ids are
-  deleted in the same commit;
+- `put_many` (add or replace): the cards' documents and their card store go into one new segment,
+  built before any lock is taken (`LiveIndex.prepare`) and committed with the older versions of the
+  same ids deleted (`LiveIndex.publish(..., upsert=True)`);
 - `delete_many`: `LiveIndex.delete`, a new deletion file per touched segment;
 - merges (`merge_plan`: tiered by size, capped at `MAX_SEGMENTS`) add the live cards of small
-  segments again as one segment (`upsert` deletes the old copies; an emptied segment leaves the
-  commit), on top of the commit they were read from only (`expect_generation`). A server merges in
-  the background (`background=True`) once writes pause, so a write's own commit and its visibility
-  never wait for a merge it caused; otherwise the write merges before it returns;
+  segments again as one segment that replaces them, built without any lock and committed only if
+  those segments are unchanged since they were read (`LiveIndex.publish(replaces=...)`). A server
+  merges in the background (`background=True`) once writes pause, so a write's own commit and its
+  visibility never wait for a merge it caused (nor for another merge's build); otherwise the write
+  merges before it returns;
 - `compact`: every live card added again as one segment (what `ssr compact` runs on a registry).
 
 Rankings are those of a fresh build over the live cards, bit for bit: `parts_search.PartsSearcher` scores
@@ -30,7 +31,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,7 @@ from .sources import unique_cards
 from .view import View
 
 LOCK_WAIT = 30.0  # seconds a write waits for another writer (the index's lock is never waited for by itself)
+MTIME_SLACK = 100_000_000  # ns: a folder time this recent is read again (file systems stamp with a coarse clock)
 
 
 class LiveRegistry:
@@ -65,6 +68,7 @@ class LiveRegistry:
         self._writer: Any = None  # one LiveIndex for the registry's life: it reuses opened segments
         self._view = self._open_view()
         self._retired: View | None = None
+        self._seen: tuple[int, int] | None = None  # (folder mtime, version) when `stale` last found nothing new
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], background: bool = False) -> LiveRegistry:
@@ -112,10 +116,21 @@ class LiveRegistry:
         return self._view.explain(query, card_id)
 
     def stale(self) -> bool:
-        """Whether a newer commit than the view's exists (a cheap read of the commit point's number)."""
+        """Whether a newer commit than the view's exists: the index folder's modification time (a stat),
+        and when it changed, the commit point's number (a read)."""
         from ..live import current_generation
 
-        return current_generation(self.path) != self._view.version
+        try:
+            mtime = os.stat(self.path).st_mtime_ns
+        except OSError:
+            mtime = None
+        seen = self._seen
+        # a time within MTIME_SLACK of now may still be shared by a change to come (coarse clocks)
+        if mtime is not None and seen == (mtime, self._view.version) and time.time_ns() - mtime > MTIME_SLACK:
+            return False
+        stale = current_generation(self.path) != self._view.version
+        self._seen = None if stale or mtime is None else (mtime, self._view.version)
+        return stale
 
     def refresh(self) -> bool:
         """Move to the newest commit; True when it changed. The view before the last one is closed
@@ -201,11 +216,13 @@ class LiveRegistry:
         cards = list(unique_cards(cards, on_duplicate))
         if not cards:
             return {"added": 0, "replaced": 0, "version": self.version}
-        with self._lock:
-            report = self._add(cards)
-            self.refresh()
-            self.merges.after_write()
-            return {"added": len(cards) - report["replaced"], "replaced": report["replaced"], "version": self.version}
+        with self._segment(cards) as segment:  # built before taking any lock: a merge's build never blocks it
+            with self._lock:
+                report = _waiting(lambda: self._live_index().publish(segment, upsert=True))
+                self.refresh()
+                self.merges.after_write()
+                return {"added": len(cards) - report["replaced"], "replaced": report["replaced"],
+                        "version": self.version}
 
     def delete(self, card_id: str) -> bool:
         """Remove the card with this id; False (nothing written) when there is none."""
@@ -227,52 +244,67 @@ class LiveRegistry:
     def _live_index(self) -> Any:
         from ..live import LiveIndex
 
-        if self._writer is None:
-            self._writer = LiveIndex(self.path, workers=1)
-        return self._writer
+        with self._lock:
+            if self._writer is None:
+                self._writer = LiveIndex(self.path, workers=1)
+            return self._writer
 
-    def _add(self, cards: list[AgentCard], expect: int | None = None, wait: float = LOCK_WAIT) -> dict[str, Any]:
-        """One segment of `cards` (documents and card store), older versions deleted, one commit
-        (`expect`: only on top of that generation, else `live.StaleCommit`)."""
+    @contextmanager
+    def _segment(self, cards: list[AgentCard]) -> Iterator[Any]:
+        """A segment of `cards` (documents and card store) built without any lock (`LiveIndex.prepare`),
+        to publish while inside the block. A bad card is told as the user's file and line."""
         from ..generations import scratch_dir
 
         with scratch_dir(self.path.parent, f".{self.path.name}.agents-") as work:
             docs, store = work / "documents.jsonl", work / CARD_STORE
             write_documents_and_store(cards, docs, store)
             try:
-                return _waiting(lambda: self._live_index().add(
-                    collection=docs, fmt="jsonl-any-id", upsert=True, expect_generation=expect,
-                    extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}), wait)
+                with self._live_index().prepare(collection=docs, fmt="jsonl-any-id", work=work,
+                                                extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}) as segment:
+                    yield segment
             except SsrError as exc:
                 told = build_error(exc, docs, [c.source for c in cards])
                 if told is exc:
                     raise
                 raise told from exc
 
+    def _replace(self, view: View, segments: list[int], wait: float = LOCK_WAIT) -> bool:
+        """The live cards of `segments` of `view` added again as one segment that replaces them, built
+        without the registry's lock and published (with it) only if those segments are unchanged since
+        `view` (`LiveIndex.publish(replaces=...)`): a write made meanwhile is never undone. False when
+        they changed (nothing written)."""
+        from ..live import StaleCommit
+
+        refs = view.snapshot.commit.segments
+        replaces = {refs[s].name: refs[s].deletes_sha256 for s in segments}
+        with self._lock:  # a card store's parsed-card cache is not shared between threads
+            cards = [view.stores[s].get(cid) for s, cid in view.live_ids(segments)]
+        with self._segment(cards) as segment:
+            with self._lock:
+                try:
+                    _waiting(lambda: self._live_index().publish(segment, replaces=replaces), wait)
+                except StaleCommit:
+                    return False
+                self.refresh()
+        return True
+
     def compact(self, attempts: int = 5) -> dict[str, Any]:
         """Every live card added again as one segment, in one commit: deleted cards dropped, each card
         store carried (what `ssr compact` runs on a registry; `LiveIndex.compact` knows no card stores).
         Returns {"segments_before", "documents", "dropped", "generation"}."""
-        from ..live import StaleCommit
-
         for _ in range(attempts):  # another process wrote meanwhile: read its commit and compact that
             with self._lock:
                 self.refresh()
                 view = self._view
-                before = len(view.stores)
-                dropped = int(view.bases[-1]) - len(view)
-                if before > 1 or dropped:
-                    cards = [view.stores[s].get(cid) for s, cid in view.live_ids()]
-                    if not cards:
-                        raise SsrError(f"{self.path}: every card is deleted; nothing to compact into "
-                                       "(add cards first)")
-                    try:
-                        self._add(cards, expect=view.version)
-                    except StaleCommit:
-                        continue
-                    self.refresh()
-                return {"segments_before": before, "documents": len(self), "dropped": dropped,
-                        "generation": self.version}
+            before = len(view.stores)
+            dropped = int(view.bases[-1]) - len(view)
+            if before > 1 or dropped:
+                if not len(view):
+                    raise SsrError(f"{self.path}: every card is deleted; nothing to compact into (add cards first)")
+                if not self._replace(view, list(range(before))):
+                    continue
+            return {"segments_before": before, "documents": len(self), "dropped": dropped,
+                    "generation": self.version}
         raise SsrError(f"{self.path}: other writers kept committing; compaction not done, try again")
 
     def warm_up(self, writes: bool = True) -> None:
@@ -283,9 +315,19 @@ class LiveRegistry:
         from ..generations import scratch_dir
         from .discovery import build_registry
 
-        self.discover("warm up", 1)
+        view = self._view
+        # a query of words the registry holds (words it lacks return before any kernel runs)
+        query = view.card_text(view.live_ids()[0][1]) if len(view) else "warm up"
+        self.discover(query, 1)
         if not writes:
             return
+        # the search of several segments (`kernels.live.search_parts`: its typed lists compile per array
+        # type in each process, 2 s; a registry built in an older format has int64 offsets): this
+        # registry's first segment twice stands for itself beside new segments
+        from ..parts_search import PartsSearcher
+
+        part = view.snapshot.parts()[0]
+        PartsSearcher([part, part], integer=False).search_batch([query], 1)
         with scratch_dir(self.path.parent, f".{self.path.name}.warm-") as work:
             cards = [AgentCard(id=f"warm {i}", name=f"warm up {i}", description="warm up the write path")
                      for i in range(3)]
@@ -308,24 +350,16 @@ class LiveRegistry:
 
     def merge_once(self) -> bool:
         """One merge of the current plan (`merge_plan`): the planned segments' live cards added again
-        as one segment, on top of the commit they were read from (`expect_generation`: a write of
-        another process meanwhile is never undone; the merge is then planned again). True when a merge
-        was committed."""
-        from ..live import StaleCommit
-
+        as one segment replacing them (`_replace`: built without the lock; committed only if they are
+        unchanged, so a write made meanwhile is never undone; the merge is then planned again). True
+        when a merge was committed."""
         with self._lock:
             self.refresh()
             plan = self._plan()
             if not plan:
                 return False
             view = self._view
-            cards = [view.stores[s].get(cid) for s, cid in view.live_ids(plan)]
-            try:
-                self._add(cards, expect=view.version, wait=0.0 if self.merges.background else LOCK_WAIT)
-            except StaleCommit:
-                return False
-            self.refresh()
-            return True
+        return self._replace(view, plan, wait=0.0 if self.merges.background else LOCK_WAIT)
 
 def _waiting(write: Any, wait: float = LOCK_WAIT) -> dict[str, Any]:
     """Run a `LiveIndex` write, retrying while another process holds the writer lock (up to `wait` s)."""

@@ -44,7 +44,9 @@ def merge_plan(live: Sequence[int], merge_at: int = MERGE_AT, max_segments: int 
 class Merger:
     """Merges after writes for one `LiveRegistry`: inline, or (`background`) in a thread started by
     a write that leaves a plan, once writes pause for `quiet` seconds (at once past the registry's
-    `max_segments`); the thread ends when nothing is left to merge."""
+    `max_segments`); the thread ends when nothing is left to merge. A merge builds its segment
+    without the registry's lock and commits only if its segments are unchanged, so a write never
+    waits for a merge's build (at most for its commit)."""
 
     def __init__(self, registry: Any, background: bool, quiet: float):
         self.registry, self.background, self.quiet = registry, background, quiet
@@ -71,8 +73,9 @@ class Merger:
                     if not reg._plan():
                         return
                     wait = self._last_write + self.quiet - time.monotonic()
-                    if wait <= 0 or len(reg.view().stores) > reg.max_segments:
-                        wait = 0.0 if reg.merge_once() else self.quiet
+                    due = wait <= 0 or len(reg.view().stores) > reg.max_segments
+                if due:  # outside the lock: the merge builds while writes go on (`LiveRegistry.merge_once`)
+                    wait = 0.0 if reg.merge_once() else self.quiet
                 time.sleep(max(wait, 0.0))
         except SsrError as exc:  # another writer busy, disk full...: the next write tries again
             print(f"ssr: registry merge postponed: {exc}", file=sys.stderr)

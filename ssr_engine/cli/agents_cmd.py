@@ -13,9 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b = sub.add_parser("build", help="index a registry of Agent Cards", description="Index A2A Agent Cards (v0.3, "
                        "v1.0) and MCP tools (tools/list responses) from a JSONL file, a .json file, or a folder of "
                        "them (.well-known/agent-card.json layouts included); the cards are stored verbatim.")
-    b.add_argument("--cards", required=True, metavar="PATH", help="JSONL file, .json file or folder of card files")
-    b.add_argument("--on-duplicate", choices=("error", "keep-last"), default="error",
-                   help="a repeated card id is an error (default) or the last card wins")
+    _card_arguments(b, "a repeated card id")
     b.add_argument("--out", required=True, metavar="DIR", help="index directory to create")
     b.add_argument("--scoring", choices=("ssr", "bm25"), default="ssr", help="preselection method (default ssr)")
     b.add_argument("--stopwords", metavar="FILE", help="replacement stopword list, one word per line")
@@ -28,9 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "of the live index (a new segment; the old versions deleted); rankings are exactly those "
                         "of a rebuild over the live cards.")
     ad.add_argument("--index", required=True, metavar="DIR", help="registry built by `ssr agents build`")
-    ad.add_argument("--cards", required=True, metavar="PATH", help="JSONL file, .json file or folder of card files")
-    ad.add_argument("--on-duplicate", choices=("error", "keep-last"), default="error",
-                    help="a card id repeated within --cards is an error (default) or the last card wins")
+    _card_arguments(ad, "a card id repeated within --cards")
     ad.set_defaults(_action=_add)
 
     rm = sub.add_parser("remove", help="remove cards from a registry by id (live: no rebuild)",
@@ -184,6 +180,13 @@ def _ask(args: argparse.Namespace) -> int:
     if outcome.status == "invalid_index":
         print(f"answer: {outcome.answer!r}")
     return 0 if outcome.status == "selected" else 1
+
+
+def _card_arguments(parser: argparse.ArgumentParser, repeated: str) -> None:
+    """--cards and --on-duplicate, as `build` and `add` take them."""
+    parser.add_argument("--cards", required=True, metavar="PATH", help="JSONL file, .json file or folder of card files")
+    parser.add_argument("--on-duplicate", choices=("error", "keep-last"), default="error",
+                        help=f"{repeated} is an error (default) or the last card wins")
 
 
 def _add(args: argparse.Namespace) -> int:
