@@ -39,6 +39,7 @@ class ShardWorker:
         self.index = ix
         self.threads = threads
         self.ranks = layout.open_ranks(Path(root), manifest, i)
+        self._work: list = [None]  # probe's scratch, kept across calls (an actor runs one call at a time)
         stats = GlobalStats(manifest.documents, [table], manifest.tokens)
         self.searcher = PartsSearcher([Part(ix)], method, integer=manifest.integer, stats=stats, k1=k1, b=b)
 
@@ -63,7 +64,7 @@ class ShardWorker:
             with kernel_guard(ix):
                 return probe.search_batch(ix.postings_indptr, ix.postings_docs, s.ranks[0], ix.n_docs,
                                           ix.forward_indptr, ix.forward_terms, offsets, terms, weights, k,
-                                          block=s.block)
+                                          block=s.block, work=self._work, monotone=s.ascending[0])
         res = s.search_batch(queries, k)
         offsets = np.zeros(len(res) + 1, dtype=np.int64)
         np.cumsum([len(r) for r in res], out=offsets[1:])
