@@ -54,7 +54,7 @@ class PartsSearcher:
 
     def __init__(self, parts: Sequence[Part], method: str | None = None, integer: bool | None = None,
                  block: int = kernels.DEFAULT_BLOCK, k1: float = BM25_K1, b: float = BM25_B,
-                 stats: GlobalStats | None = None, shared: bool = True):
+                 stats: GlobalStats | None = None, shared: bool = False):
         if not parts:
             raise SsrError("a collection needs at least one part")
         self.parts = list(parts)
@@ -80,7 +80,9 @@ class PartsSearcher:
         self.block = block
         # stats: N, df and tokens of a whole collection of which these parts may be a few
         self.stats = stats
-        self.shared = shared  # see `shares`
+        # queries of <= levels.MAX_TERMS terms: one set of levels over all parts (live segments) rather than
+        # probe or levels part by part behind bars (shards, where probe's skipping pays)
+        self.shared = shared
         self.n_live = stats.n_docs if stats is not None else sum(p.n_live for p in self.parts)
         self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
         self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
@@ -190,7 +192,7 @@ class PartsSearcher:
 
     def _ssr_round(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
         _, _, per_part, shared = self.query_terms(queries)
-        if self._barred(k, method):
+        if k is not None and self._barred(k, method):
             return self._ssr_barred(len(queries), k, per_part, shared, method)
         results = []
         for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):

@@ -132,7 +132,7 @@ def collection_rank(orders, starts, id_offsets, id_bytes, integer):
     """
     n_parts = len(orders)
     counts = [np.arange(len(o), dtype=np.int64) for o in orders]
-    placed: list[list[np.ndarray]] = [[] for _ in range(n_parts)]
+    placed = [[] for _ in range(n_parts)]  # per part: the positions of the smaller parts' documents in it
     by_size = sorted(range(n_parts), key=lambda i: len(orders[i]))
     for x, small in enumerate(by_size):
         for big in by_size[x + 1:]:
@@ -357,7 +357,7 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     # in one index (the largest-first order of the bars would put the newest segments first)
     median = [int(grank[p[0] + p[6][len(p[6]) // 2]]) if len(p[6]) and grank.shape[0] else 0 for p in parts]
     scan_order = np.argsort(np.array(median, dtype=np.int64), kind="stable")
-    longest = max(max(int(np.diff(o).max()) if len(o) > 1 else 1 for o, _, _ in [shared] + list(queries)), 64)
+    longest = max(max(int(np.diff(o).max()) if len(o) > 1 else 1 for o in [shared[0]] + [q[0] for q in queries]), 64)
     threads = int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # rows by thread id
     work = workspace(threads, min(width * WIDEN, widest), longest, max(_BUFFER, 4 * k),
                      min(_CANDIDATES, widest) if method == "ssr" else 1)
