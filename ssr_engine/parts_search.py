@@ -54,7 +54,7 @@ class PartsSearcher:
 
     def __init__(self, parts: Sequence[Part], method: str | None = None, integer: bool | None = None,
                  block: int = kernels.DEFAULT_BLOCK, k1: float = BM25_K1, b: float = BM25_B,
-                 stats: GlobalStats | None = None):
+                 stats: GlobalStats | None = None, shared: bool = False):
         if not parts:
             raise SsrError("a collection needs at least one part")
         self.parts = list(parts)
@@ -80,13 +80,16 @@ class PartsSearcher:
         self.block = block
         # stats: N, df and tokens of a whole collection of which these parts may be a few
         self.stats = stats
+        # queries of <= levels.MAX_TERMS terms: one set of levels over all parts (live segments) rather than
+        # probe or levels part by part behind bars (shards, where probe's skipping pays)
+        self.shared = shared
         self.n_live = stats.n_docs if stats is not None else sum(p.n_live for p in self.parts)
         self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
         self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
         self.ranks = [part_rank(p.index, self.integer) for p in self.parts]
         self.ascending = [probe.ascending(r) for r in self.ranks]  # ids in row order: probe's `monotone`
         self.live = [None if p.deleted is None else ~p.deleted for p in self.parts]
-        self._ids: tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None = None  # see _id_tables
+        self._ids: tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray] | None = None  # see _id_tables
         self._hash_keys = []
         for p in self.parts:
             h = index_settings(p.index)["hash"]
@@ -119,7 +122,9 @@ class PartsSearcher:
         """Per part, the query terms as the kernels take them, with global weights.
 
         Returns (signal batch, weights float64 per signal (0 where no live document has it),
-        per part (offsets, terms, weights) in ascending weight per query, plus the signals' rows).
+        per part (offsets, terms, weights) in ascending weight per query, plus the signals' rows,
+        and the same over the collection: (offsets, per part terms aligned with them (-1: no live
+        document of the part has the signal), weights), as `kernels.live.search_parts` shares them).
         """
         texts = [[q.encode("utf-8", "surrogatepass")] for q in queries]
         batch = self._extractor.extract(*pack_values(texts))
@@ -148,14 +153,17 @@ class PartsSearcher:
             uw = np.array([signal_weight(self.n_live, d) for d in udf.tolist()], dtype=np.float64)
             weights[alive] = uw[inverse]
         per_part = []
-        for terms, live in found:
-            sel = np.flatnonzero(live > 0)  # a term whose documents are all deleted adds nothing here
+        for sel in [np.flatnonzero(live > 0) for _, live in found] + [alive]:
+            # (a term whose documents are all deleted adds nothing to a part)
             qo, w = query_of[sel], weights[sel]
             order = np.lexsort((w, qo))
             offsets = np.zeros(len(queries) + 1, dtype=np.int64)
             np.cumsum(np.bincount(qo, minlength=len(queries)), out=offsets[1:])
-            per_part.append((offsets, terms[sel][order], w[order], sel[order]))
-        return batch, weights, per_part
+            per_part.append((offsets, sel[order], w[order]))
+        g_off, g_sel, g_weights = per_part.pop()
+        shared = (g_off, [np.where(live[g_sel] > 0, terms[g_sel], -1) for terms, live in found], g_weights)
+        return batch, weights, [(o, terms[sel], w, sel) for (o, sel, w), (terms, _) in zip(per_part, found,
+                                                                                           strict=True)], shared
 
     def search(self, query: str, k: int | None = 10) -> SearchResult:
         return self.search_batch([query], k)[0]
@@ -166,8 +174,9 @@ class PartsSearcher:
         check_k(k)
         queries = list(queries)
         out: list[SearchResult] = []
-        # each round holds every part's top k of every query: bound it by _ROUND_ROWS rows
-        step = _ROUND_ALL if k is None else max(_ROUND_MIN, min(_ROUND_MAX, _ROUND_ROWS // (k * len(self.parts))))
+        # each round holds every part's top k of every query (one top k in `_ssr_barred`): at most _ROUND_ROWS
+        rows = None if k is None else k if self._barred(k, self.method) else k * len(self.parts)
+        step = _ROUND_ALL if rows is None else max(_ROUND_MIN, min(_ROUND_MAX, _ROUND_ROWS // rows))
         with numba_threads(threads, len(queries)):
             for start in range(0, len(queries), step):
                 chunk = queries[start : start + step]
@@ -182,9 +191,9 @@ class PartsSearcher:
         return np.array([len(r) for r in self.search_batch(queries, None, threads)], dtype=np.int64)
 
     def _ssr_round(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
-        _, _, per_part = self.query_terms(queries)
-        if method in ("ssr", "levels", "union") and k is not None and len(self.parts) > 1:
-            return self._ssr_barred(len(queries), k, per_part, method)
+        _, _, per_part, shared = self.query_terms(queries)
+        if k is not None and self._barred(k, method):
+            return self._ssr_barred(len(queries), k, per_part, shared, method)
         results = []
         for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):
             ix = p.index
@@ -207,8 +216,18 @@ class PartsSearcher:
             results.append(drop_deleted(p, off, docs, scores, matches, k))
         return self._merge(results, len(queries), k)
 
-    def _ssr_barred(self, nq: int, k: int, per_part, method: str) -> list[SearchResult]:
-        """The parts in one kernel call (`kernels.live.search_parts`), largest first, each behind a bar.
+    def shares(self, method: str) -> bool:
+        """Whether queries of up to `levels.MAX_TERMS` terms run one set of levels over all parts (
+        `kernels.live.search_parts`' shared path) rather than probe or levels part by part."""
+        return method in ("ssr", "levels") and self.shared
+
+    def _barred(self, k: int | None, method: str) -> bool:
+        """Whether a search runs all parts in one kernel call (`_ssr_barred`)."""
+        return self.scoring == "ssr" and method in ("ssr", "levels", "union") and k is not None and len(self.parts) > 1
+
+    def _ssr_barred(self, nq: int, k: int, per_part, shared, method: str) -> list[SearchResult]:
+        """The parts in one kernel call (`kernels.live.search_parts`): one set of levels per query over all
+        parts where `shares` says so, else part after part, largest first, each behind a bar.
 
         Per query the top k so far bars the next part: a document there must rank strictly before its
         k-th entry (on score and matches, or on a tie, by id), as k known documents rank before it
@@ -216,15 +235,17 @@ class PartsSearcher:
         """
         from .kernels.live import search_parts
 
-        id_offsets, id_bytes, orders = self._id_tables()
+        id_offsets, id_bytes, orders, rank = self._id_tables()
         order = sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live)
         parts = [(int(self.bases[i]), self.parts[i].n_docs, self.parts[i].index.postings_indptr,
                   self.parts[i].index.postings_docs, self.ranks[i], self.live[i], orders[i],
                   self.parts[i].index.forward_indptr, self.parts[i].index.forward_terms, self.ascending[i])
                  for i in order]
         queries = [per_part[i][:3] for i in order]
+        together = (shared[0], [shared[1][i] for i in order], shared[2], rank) if self.shares(method) else None
         off, docs, scores, matches, bad = search_parts(parts, queries, min(k, int(self.bases[-1])), id_offsets,
-                                                       id_bytes, self.integer, self.block, method=method)
+                                                       id_bytes, self.integer, self.block, method=method,
+                                                       shared=together)
         if bad >= 0:
             with kernel_guard(self.parts[order[bad]].index):  # a segment that lies is an error naming it
                 raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "
@@ -242,11 +263,14 @@ class PartsSearcher:
         return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
                 for a, z in zip(off[:-1].tolist(), off[1:].tolist(), strict=True)]
 
-    def _id_tables(self) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """The collection's ids as UTF-8 (offsets int64[N + 1] by collection number, bytes) and each
-        part's documents in id order; made once per searcher."""
+    def _id_tables(self) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray]:
+        """The collection's ids as UTF-8 (offsets int64[N + 1] by collection number, bytes), each
+        part's documents in id order, and every document's rank in the collection's id order
+        (`kernels.live.collection_rank`); made once per searcher."""
         if self._ids is None:
             import pyarrow as pa
+
+            from .kernels.live import collection_rank
 
             offsets, chunks, orders, total = [np.zeros(1, dtype=np.int64)], [], [], 0
             for i, p in enumerate(self.parts):
@@ -263,8 +287,10 @@ class PartsSearcher:
                 order = np.empty(rank.shape[0], dtype=np.int64)
                 order[rank] = np.arange(rank.shape[0], dtype=np.int64)
                 orders.append(order)
-            self._ids = (np.concatenate(offsets), np.concatenate(chunks) if chunks else np.zeros(0, np.uint8),
-                         orders)
+            id_offsets = np.concatenate(offsets)
+            id_bytes = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
+            self._ids = (id_offsets, id_bytes, orders,
+                         collection_rank(orders, self.bases[:-1], id_offsets, id_bytes, self.integer))
         return self._ids
 
     # ------------------------------------------------------------------------------ BM25
@@ -340,7 +366,7 @@ class PartsSearcher:
         if self.scoring != "ssr":
             return self._bm25_explain(query, i, doc - int(self.bases[i]))
         d = doc - int(self.bases[i])
-        _, _, per_part = self.query_terms([query])
+        _, _, per_part, _ = self.query_terms([query])
         _, terms, weights, _ = per_part[i]
         ix = self.parts[i].index
         a, z = int(ix.forward_indptr[d]), int(ix.forward_indptr[d + 1])

@@ -80,6 +80,43 @@ def test_ids_as_utf8_compare_and_count_as_the_collection_orders_them(ids, data):
     assert got.tolist() == want
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(int_ids, str_ids), min_size=1, max_size=40, unique=True)
+       | st.lists(int_ids, min_size=1, max_size=40, unique=True), st.data())
+def test_collection_rank_orders_every_document_by_its_id(ids, data):
+    """collection_rank over parts (each in its own id order; an id may repeat in another part, as a
+    deleted document's does) strictly increases with the id, and places each document after exactly
+    the ones with a smaller id (plus at most the other copies of its own)."""
+    from ssr_engine.kernels.live import collection_rank
+
+    integer = ids_are_integers(ids)
+    n_parts = data.draw(st.integers(1, 4))
+    where = data.draw(st.lists(st.integers(0, n_parts - 1), min_size=len(ids), max_size=len(ids)))
+    members = [[i for i, w in enumerate(where) if w == s] for s in range(n_parts)]
+    for s in range(n_parts):  # copies of a few ids in other parts
+        members[s] += data.draw(st.lists(st.sampled_from(range(len(ids))), max_size=3, unique=True))
+        members[s] = sorted(set(members[s]))
+    docs = [ids[i] for part in members for i in part]  # collection numbers: part after part
+    raw = [d.encode("utf-8") for d in docs]
+    data_bytes = np.frombuffer(b"".join(raw) or b"-", dtype=np.uint8)
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    rank_of = {ids[i]: r for r, i in enumerate(id_order(ids))}
+    starts, orders, base = [], [], 0
+    for part in members:
+        starts.append(base)
+        orders.append(np.array(sorted(range(len(part)), key=lambda j: rank_of[ids[part[j]]]), dtype=np.int64))
+        base += len(part)
+    got = collection_rank(orders, np.array(starts, dtype=np.int64), offsets, data_bytes, integer).tolist()
+    for g, d in enumerate(docs):
+        below = sum(rank_of[e] < rank_of[d] for e in docs)
+        assert below <= got[g] <= below + docs.count(d) - 1
+    for g, d in enumerate(docs):
+        for h, e in enumerate(docs):
+            if rank_of[d] < rank_of[e]:
+                assert got[g] < got[h]
+
+
 def test_a_bar_keeps_exactly_the_documents_ranking_before_it(tmp_path):
     """kernels.ssr with a bar returns the unbarred result's rows that rank strictly before the bar."""
     from ssr_engine.kernels import ssr
@@ -151,13 +188,20 @@ def test_parts_answer_as_one_fresh_build(tmp_path, scoring, kind):
     ids, deleted = id_sets(kind, rng)
     parts_docs = [[(i, text(rng)) for i in part] for part in ids]
     parts, fresh = make_parts(tmp_path, parts_docs, deleted, scoring)
-    searcher = PartsSearcher(parts)
+    searcher = PartsSearcher(parts, shared=True)  # as a live index's segments
     assert searcher.n_live == fresh.n_docs
     assert searcher.integer == (kind != "string")
     reference = Searcher(fresh) if scoring == "ssr" else BM25Searcher(fresh)
-    queries = [text(rng) for _ in range(150)] + ["", "nothing matches"]
+    # long queries (past levels.MAX_TERMS signals) run part after part, the others one set of levels over all
+    queries = [text(rng) for _ in range(150)] + [" ".join(text(rng) for _ in range(4)) for _ in range(20)] + [
+        "", "nothing matches"]
     for k in (1, 2, 7, 40, None):  # k < a part's size: later parts search behind the bar of the earlier ones
         assert_identical(searcher.search_batch(queries, k), reference.search_batch(queries, k), docs=False)
+    if scoring == "ssr":
+        for method in ("ssr", "levels"):  # part after part, behind the bars (probe, levels)
+            apart = PartsSearcher(parts, method=method, shared=False)
+            for k in (1, 7, 40):
+                assert_identical(apart.search_batch(queries, k), reference.search_batch(queries, k), docs=False)
     if scoring == "ssr":
         exhaustive = PartsSearcher(parts, method="exhaustive")
         for k in (1, None):

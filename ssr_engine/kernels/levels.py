@@ -182,49 +182,46 @@ def _cut(bd, bl, bk, nb_, bar, keep_tied, doc_rank):
 
 
 @nb.njit(cache=True, nogil=True)
-def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, block, cap, live,
-                mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop, hist, buf,
-                base, res_d, res_s, res_m, bar_s, bar_m, bar_k):
-    """One query of 1..MAX_TERMS terms, cap >= 1; results best first in res_*[base:base + cap].
+def _bar_level(q, nl, lvl_score, lvl_pop, bar_s, bar_m, bar_k):
+    """The starting (bar level, bar key) of a query with nl levels under the caller's bar (none: nl - 1).
 
-    mask uint16[block] must be zero and is left zero. buf = (docs int64, levels int32, keys
-    int64) of equal length >= 4 cap. bar_s/bar_m/bar_k: the caller's bar (`ssr._search_one`);
-    empty: none. Returns the result count, or -1 for corrupt postings.
+    A bar level below 0: k documents elsewhere beat every document the query could find.
+    """
+    if bar_s.shape[0] == 0:
+        return nl - 1, _NO_CUT
+    # levels run by (score, matches) desc: the first one not strictly before the caller's bar
+    lo_, hi_ = 0, nl
+    while lo_ < hi_:
+        mid = (lo_ + hi_) >> 1
+        if lvl_score[mid] > bar_s[q] or (lvl_score[mid] == bar_s[q] and lvl_pop[mid] > bar_m[q]):
+            lo_ = mid + 1
+        else:
+            hi_ = mid
+    if lo_ < nl and lvl_score[lo_] == bar_s[q] and lvl_pop[lo_] == bar_m[q]:
+        return lo_, min(bar_k[q], _NO_CUT)
+    return lo_ - 1, _NO_CUT
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap, mask, touched, cur, end, last,
+          level, hist, buf, bar, bar_key, cum, nbuf):
+    """Read one index's postings of a query's terms q_terms[a:a + m] (bit j for term j; a term id < 0:
+    absent here) into the buffer behind the running bar. The state (bar, bar_key, cum: buffered
+    documents at levels <= bar, nbuf) goes in and comes out, so several indexes (a live index's
+    segments) can share one set of levels.
+
+    The index's document d is numbered first + d in the buffer and ranked by doc_rank[first + d];
+    live: bool/uint8[n_docs] or empty. Returns the new state; nbuf = -1 for corrupt postings.
     """
     bd, bl, bk = buf
-    a = q_offsets[q]
-    m = q_offsets[q + 1] - a
-    nl = _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop)
-    hist[:nl] = 0
-    bar = nl - 1
-    # documents on the bar level with a key >= bar_key cannot enter: set by the caller's bar (its
-    # level's key) and by every cut that drops ties (the largest key kept + 1). They are dropped on
-    # reading their rank, never buffered: a huge list whose documents all tie at the bar would
-    # otherwise refill the buffer and be sorted again and again
-    bar_key = _NO_CUT
-    if bar_s.shape[0]:
-        # levels run by (score, matches) desc: the first one not strictly before the caller's bar
-        lo_, hi_ = 0, nl
-        while lo_ < hi_:
-            mid = (lo_ + hi_) >> 1
-            if lvl_score[mid] > bar_s[q] or (lvl_score[mid] == bar_s[q] and lvl_pop[mid] > bar_m[q]):
-                lo_ = mid + 1
-            else:
-                hi_ = mid
-        if lo_ < nl and lvl_score[lo_] == bar_s[q] and lvl_pop[lo_] == bar_m[q]:
-            bar = lo_
-            bar_key = min(bar_k[q], _NO_CUT)
-        else:
-            bar = lo_ - 1
-        if bar < 0:
-            return 0  # k documents elsewhere beat every document this query could find here
-    cum = 0  # buffered documents at levels <= bar
-    nbuf = 0
     open_lists(q_terms, a, 0, m, indptr, cur, end, last)
+    for j in range(m):
+        if q_terms[a + j] < 0:
+            cur[j] = end[j] = 0
     while True:
         lo, nt = next_block(docs, cur, end, last, 0, m, n_docs, block, mask, touched)
         if lo < 0:
-            return -1
+            return bar, bar_key, cum, -1
         if lo >= n_docs:
             break
         for i in range(nt):
@@ -233,7 +230,8 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
             mask[x] = 0
             if lv > bar or (live.shape[0] != 0 and not live[lo + x]):
                 continue
-            if lv == bar and bar_key != _NO_CUT and doc_key(doc_rank[lo + x], lo + x) >= bar_key:
+            g = first + lo + x
+            if lv == bar and bar_key != _NO_CUT and doc_key(doc_rank[g], g) >= bar_key:
                 continue
             if nbuf == bd.shape[0]:
                 # cut to the bar: at most cap entries stay, and the buffer holds >= 4 cap (see _BUFFER)
@@ -242,7 +240,7 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
                 if cum > cap:
                     hist[bar] -= cum - cap
                     cum = cap
-            bd[nbuf] = lo + x
+            bd[nbuf] = g
             bl[nbuf] = lv
             nbuf += 1
             hist[lv] += 1
@@ -251,8 +249,15 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
                 cum -= hist[bar]
                 bar -= 1
                 bar_key = _NO_CUT
+    return bar, bar_key, cum, nbuf
+
+
+@nb.njit(cache=True, nogil=True)
+def _finish(buf, nbuf, bar, cum, cap, hist, doc_rank, lvl_score, lvl_pop, base, res_d, res_s, res_m):
+    """The last cut, then the survivors in rank order (level, id rank) into res_*[base:]; returns their
+    count. res_d gets the heap's keys (rank << 32 | document number)."""
+    bd, bl, bk = buf
     nbuf, _ = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
-    # rank order: (level, id rank); keys double as the heap's keys in res_d
     for i in range(nbuf):
         bk[i] = doc_key(doc_rank[bd[i]], bd[i])
     order = np.argsort((bl[:nbuf].astype(np.int64) << 32) | (bk[:nbuf] >> 32))
@@ -262,6 +267,34 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
         res_m[base + i] = lvl_pop[bl[e]]
         res_d[base + i] = bk[e]
     return nbuf
+
+
+@nb.njit(cache=True, nogil=True)
+def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, block, cap, live,
+                mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop, hist, buf,
+                base, res_d, res_s, res_m, bar_s, bar_m, bar_k):
+    """One query of 1..MAX_TERMS terms, cap >= 1; results best first in res_*[base:base + cap].
+
+    mask uint16[block] must be zero and is left zero. buf = (docs int64, levels int32, keys
+    int64) of equal length >= 4 cap. bar_s/bar_m/bar_k: the caller's bar (`ssr._search_one`);
+    empty: none. Returns the result count, or -1 for corrupt postings.
+    """
+    a = q_offsets[q]
+    m = q_offsets[q + 1] - a
+    nl = _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop)
+    hist[:nl] = 0
+    # documents on the bar level with a key >= bar_key cannot enter: set by the caller's bar (its
+    # level's key) and by every cut that drops ties (the largest key kept + 1). They are dropped on
+    # reading their rank, never buffered: a huge list whose documents all tie at the bar would
+    # otherwise refill the buffer and be sorted again and again
+    bar, bar_key = _bar_level(q, nl, lvl_score, lvl_pop, bar_s, bar_m, bar_k)
+    if bar < 0:
+        return 0  # k documents elsewhere beat every document this query could find here
+    bar, bar_key, cum, nbuf = _scan(indptr, docs, n_docs, 0, doc_rank, live, q_terms, a, m, block, cap, mask,
+                                    touched, cur, end, last, level, hist, buf, bar, bar_key, 0, 0)
+    if nbuf < 0:
+        return -1
+    return _finish(buf, nbuf, bar, cum, cap, hist, doc_rank, lvl_score, lvl_pop, base, res_d, res_s, res_m)
 
 
 def workspace(rows, width, longest=64, entries=_BUFFER):

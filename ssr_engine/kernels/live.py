@@ -10,7 +10,7 @@ import numba as nb
 import numpy as np
 
 from .candidates import region_offsets
-from .levels import _BUFFER, MAX_TERMS
+from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables
 from .merge import span_compare
 from .probe import _CANDIDATES, RULE, STATS, WIDEN, search_one, workspace
 from .ssr import _search_one
@@ -105,6 +105,58 @@ def count_below(order, base, id_offsets, id_bytes, probes, integer):
 
 
 @nb.njit(cache=True, nogil=True)
+def _merged_below(order, base, probe_order, probe_base, id_offsets, id_bytes, integer, out):
+    """`_count_below` for probes that are themselves in id order (another part's): one merge pass."""
+    i = 0
+    n = order.shape[0]
+    for q in range(probe_order.shape[0]):
+        p = probe_base + probe_order[q]
+        pa = id_offsets[p]
+        pz = id_offsets[p + 1]
+        while i < n:
+            d = base + order[i]
+            if span_compare(id_bytes, id_offsets[d], id_offsets[d + 1], id_bytes, pa, pz, integer) >= 0:
+                break
+            i += 1
+        out[q] = i
+
+
+def collection_rank(orders, starts, id_offsets, id_bytes, integer):
+    """Every document's rank in the collection's id order (uint32[N], by collection number).
+
+    orders: per part, its documents in id order (int64[n]); starts: each part's first collection
+    number; ids as in `count_below`. A document's rank counts the documents whose id sorts before
+    its own (and maybe a deleted one with an equal id): strictly increasing with the id, so it ranks
+    live documents as one build of them would. Per pair of parts, the smaller one's documents are
+    placed in the larger by binary search or by one merge pass, whichever reads fewer ids.
+    """
+    n_parts = len(orders)
+    counts = [np.arange(len(o), dtype=np.int64) for o in orders]
+    placed = [[] for _ in range(n_parts)]  # per part: the positions of the smaller parts' documents in it
+    by_size = sorted(range(n_parts), key=lambda i: len(orders[i]))
+    for x, small in enumerate(by_size):
+        for big in by_size[x + 1:]:
+            ns, nbig = len(orders[small]), len(orders[big])
+            if ns * max(1, int(nbig).bit_length()) < ns + nbig:
+                pos = count_below(orders[big], starts[big], id_offsets, id_bytes, starts[small] + orders[small],
+                                  integer)
+            else:
+                pos = np.empty(ns, dtype=np.int64)
+                _merged_below(orders[big], np.int64(starts[big]), orders[small], np.int64(starts[small]),
+                              id_offsets, id_bytes, bool(integer), pos)
+            counts[small] += pos  # the big part's documents before each of the small part's
+            placed[big].append(pos)
+    total = int(sum(len(o) for o in orders))
+    rank = np.empty(total, dtype=np.uint32)
+    for s in range(n_parts):
+        n = len(orders[s])
+        if placed[s]:  # the smaller parts' documents before each of this part's: those placed at or before it
+            counts[s] += np.cumsum(np.bincount(np.concatenate(placed[s]), minlength=n + 1))[:n]
+        rank[starts[s] + orders[s]] = counts[s]
+    return rank
+
+
+@nb.njit(cache=True, nogil=True)
 def _merge_one(a_d, a_s, a_m, na, b_d, b_s, b_m, nb_, k, id_offsets, id_bytes, integer, o_d, o_s, o_m):
     """The best min(na + nb_, k) of two ranked lists (collection document numbers) by the full key,
     ids compared as the collection orders them; written to o_*; returns the count."""
@@ -133,8 +185,8 @@ def _merge_one(a_d, a_s, a_m, na, b_d, b_s, b_m, nb_, k, id_offsets, id_bytes, i
 
 @nb.njit(cache=True, parallel=True)
 def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs,
-                 q_termss, q_weightss, k, width, n_chunks, id_offsets, id_bytes, integer, caps_off, max_terms, work,
-                 rule):
+                 q_termss, q_weightss, k, width, n_slices, id_offsets, id_bytes, integer, caps_off, max_terms, work,
+                 rule, g_off, g_termss, g_weights, grank, scan_order):
     n_parts = starts.shape[0]
     nq = caps_off.shape[0] - 1
     out_d = np.empty(caps_off[nq], dtype=np.int64)
@@ -142,17 +194,50 @@ def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, 
     out_m = np.empty(caps_off[nq], dtype=np.int32)
     sizes = np.zeros(nq, dtype=np.int64)
     bad = np.zeros(nq, dtype=np.int64)  # 1 + the part whose postings are corrupt
-    for c in nb.prange(n_chunks):
-        t = nb.get_thread_id()  # this chunk's workspace row
+    w_mask, w_touched, w_cur, w_end, w_last, w_score, w_pop, w_level, w_lvl_score, w_lvl_pop, w_hist, w_bd, w_bl, \
+        w_bk = work[:14]
+    dirty = np.zeros(w_mask.shape[0], dtype=np.bool_)
+    bar_s = np.empty(nq, dtype=np.float64)
+    bar_m = np.empty(nq, dtype=np.int32)
+    bar_k = np.empty(nq, dtype=np.int64)
+    # queries in n_slices contiguous slices taken by the threads one at a time (as `levels.run`)
+    for c in nb.prange(n_slices):
+        t = nb.get_thread_id()  # this slice's workspace row
         # one part's results, the running top k and the merge's output (copied back into the top)
         r_d, r_s, r_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
         t_d, t_s, t_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
         u_d, u_s, u_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
-        bar_s = np.empty(nq, dtype=np.float64)
-        bar_m = np.empty(nq, dtype=np.int32)
-        bar_k = np.empty(nq, dtype=np.int64)
         stats = np.zeros(STATS, dtype=np.int64)
-        for q in range(c, nq, n_chunks):
+        for q in range(c * nq // n_slices, (c + 1) * nq // n_slices):
+            if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
+                break
+            a = g_off[q]
+            m = g_off[q + 1] - a
+            base = caps_off[q]
+            cap = caps_off[q + 1] - base
+            if 0 < m <= max_terms and cap > 0:
+                # one set of levels for the query across the parts: tables once, one buffer, one sort
+                buf = (w_bd[t], w_bl[t], w_bk[t])
+                nl = _tables(g_weights, a, m, w_score[t], w_pop[t], w_level[t], w_lvl_score[t], w_lvl_pop[t])
+                w_hist[t][:nl] = 0
+                bar, bar_key, cum, nbuf = nl - 1, _NO_CUT, np.int64(0), np.int64(0)
+                for s in scan_order:
+                    bar, bar_key, cum, nbuf = _scan(indptrs[s], docss[s], sizes_[s], starts[s], grank, lives[s],
+                                                    g_termss[s], a, m, width, cap, w_mask[t], w_touched[t], w_cur[t],
+                                                    w_end[t], w_last[t], w_level[t], w_hist[t], buf, bar, bar_key,
+                                                    cum, nbuf)
+                    if nbuf < 0:  # corrupt postings: this thread's masks are dirty
+                        bad[q] = s + 1
+                        dirty[t] = True
+                        break
+                if bad[q]:
+                    break
+                nt = _finish(buf, nbuf, bar, cum, cap, w_hist[t], grank, w_lvl_score[t], w_lvl_pop[t], base, out_d,
+                             out_s, out_m)
+                for i in range(nt):  # keys to collection document numbers
+                    out_d[base + i] &= 0xFFFFFFFF
+                sizes[q] = nt
+                continue
             nt = 0
             for s in range(n_parts):
                 qo = q_offs[s]
@@ -181,8 +266,9 @@ def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, 
                     nr = _search_one(q, indptr, docss[s], ranks[s], n_docs, qo, q_termss[s], q_weightss[s], width,
                                      work[14][t], work[15][t], work[1][t], work[2][t], work[3][t], work[4][t], 0, cap,
                                      r_d, r_s, r_m, lives[s], bar_s, bar_m, bar_k)
-                if nr < 0:  # corrupt postings: this thread's accumulators are dirty; stop it
+                if nr < 0:  # corrupt postings: this thread's accumulators are dirty
                     bad[q] = s + 1
+                    dirty[t] = True
                     break
                 for i in range(nr):  # the part's keys to collection document numbers
                     r_d[i] = starts[s] + (r_d[i] & 0xFFFFFFFF)
@@ -193,7 +279,6 @@ def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, 
                 t_m[:nt] = u_m[:nt]
             if bad[q]:
                 break
-            base = caps_off[q]
             for i in range(nt):
                 out_d[base + i] = t_d[i]
                 out_s[base + i] = t_s[i]
@@ -209,8 +294,8 @@ def _frozen(a, dtype):
     return a
 
 
-def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chunks=None, method="ssr"):
-    """Exact top k of every query over a collection's parts in one parallel call, each part behind a bar.
+def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chunks=None, method="ssr", shared=None):
+    """Exact top k of every query over a collection's parts in one parallel call.
 
     parts: per part (first collection number, n_docs, indptr int64[V + 1], docs uint32[P], rank uint32[n]
     (ties in the collection's id order), live bool[n] or None, order int64[n] (its documents in id order),
@@ -224,6 +309,12 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     `probe.search_one` (probing where its cost rule says it pays, else levels), "levels": levels,
     "union": the heap union `ssr._search_one` (also past MAX_TERMS terms). One parallel region for the
     batch: no Python between the parts.
+    shared: (offsets int64[Q + 1], per part terms int64 aligned with them (-1: absent from the part),
+    weights float64, the collection's id ranks uint32[N] (`collection_rank`)): the same queries over the
+    collection's signals. With it, a query of 1..MAX_TERMS terms (unless "union") runs ONE set of levels
+    over every part instead: masks tabled once, each part's postings read into one buffer behind one bar
+    (`levels._scan`, the parts in about the collection's id order), ties cut by the collection rank, one
+    final sort (`levels._finish`): no per-part tables, buffers, sorts or merges.
     Returns (offsets int64[Q + 1], docs int64 (collection numbers), scores float64, matches int32,
     corrupt part index or -1).
     """
@@ -254,15 +345,36 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     monos = np.array([bool(p[9]) for p in parts], dtype=np.bool_)
     widest = max(1, int(sizes.max()))
     width = min(max(1, block), widest)
-    longest = max(max(int(np.diff(o).max()) if len(o) > 1 else 1 for o, _, _ in queries), 64)
+    if shared is None:  # every query part after part
+        shared = (np.zeros(nq + 1, np.int64), [np.zeros(0, np.int64)] * len(parts), np.zeros(0),
+                  np.zeros(0, np.uint32))
+    g_terms = nb.typed.List()
+    for t in shared[1]:
+        g_terms.append(_frozen(t, np.int64))
+    grank = _frozen(shared[3], np.uint32)
+    # one set of levels reads the parts in about the collection's id order (by each part's median id): a
+    # later document tied on the bar level then mostly ranks after the cut and is dropped on its key, as
+    # in one index (the largest-first order of the bars would put the newest segments first)
+    median = [int(grank[p[0] + p[6][len(p[6]) // 2]]) if len(p[6]) and grank.shape[0] else 0 for p in parts]
+    scan_order = np.argsort(np.array(median, dtype=np.int64), kind="stable")
+    longest = max(max(int(np.diff(o).max()) if len(o) > 1 else 1 for o in [shared[0]] + [q[0] for q in queries]), 64)
     threads = int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # rows by thread id
     work = workspace(threads, min(width * WIDEN, widest), longest, max(_BUFFER, 4 * k),
                      min(_CANDIDATES, widest) if method == "ssr" else 1)
-    got, docs, scores, matches, bad = _parts_batch(*lists[:7], starts, sizes, monos, *lists[7:], np.int64(k),
-                                                   np.int64(width), np.int64(max(1, min(n_chunks, nq))), id_offsets,
-                                                   id_bytes, bool(integer), caps_off,
-                                                   np.int64(0 if method == "union" else MAX_TERMS), work,
-                                                   np.asarray(RULE, dtype=np.float64))
+    n_slices = max(1, min(nq, max(8 * n_chunks, -(-nq // _SLICE))))
+    before = nb.get_num_threads()
+    nb.set_num_threads(max(1, min(n_chunks, nq, threads)))
+    old_chunk = nb.set_parallel_chunksize(1)
+    try:
+        got, docs, scores, matches, bad = _parts_batch(*lists[:7], starts, sizes, monos, *lists[7:], np.int64(k),
+                                                       np.int64(width), np.int64(n_slices), id_offsets, id_bytes,
+                                                       bool(integer), caps_off,
+                                                       np.int64(0 if method == "union" else MAX_TERMS), work,
+                                                       np.asarray(RULE, dtype=np.float64), _frozen(shared[0], np.int64),
+                                                       g_terms, _frozen(shared[2], np.float64), grank, scan_order)
+    finally:
+        nb.set_parallel_chunksize(old_chunk)
+        nb.set_num_threads(before)
     offsets = np.zeros(nq + 1, dtype=np.int64)
     np.cumsum(got, out=offsets[1:])
     keep = np.repeat(caps_off[:-1] - offsets[:-1], got) + np.arange(int(offsets[-1]), dtype=np.int64)
