@@ -10,7 +10,8 @@ Three phases, each over the same queries, one query per call, on one thread (as 
    the term look-up, then `query_batch` as a whole (those three again, plus weights and order),
    the kernel, external ids, result objects. The steps are timed in a second pass that calls
    them one by one, so query_batch + kernel + ids + results is close to, not equal to, phase 1;
-3. the tail: the kernel's CPU time per query; the slowest 1% against all queries (terms, postings).
+3. the tail: the kernel's CPU time per query; the slowest 1% against all queries (terms, postings,
+   the lightest list's share, queries over 12 terms, queries that read every posting).
 """
 
 from __future__ import annotations
@@ -76,22 +77,39 @@ def steps(searcher, texts, k) -> dict:
 
 
 def tail(searcher, texts, k) -> dict:
-    """Kernel CPU time per query; what the slowest 1% have in common."""
-    cpu, terms, postings = [], [], []
+    """Kernel CPU time per query (method ssr's kernel, one thread, with its counters); what the slowest 1%
+    have in common against all queries: terms, postings, the lightest list's share, the queries of more
+    than 12 terms, those that ended reading every posting (levels), postings read per posting held."""
+    from ssr_engine.kernels import probe
+
+    indptr, docs, doc_rank = searcher._csr
+    ix = searcher.index
+    work: list = [None]
+    monotone = bool(probe.ascending(doc_rank))  # as the Searcher passes it
+    cpu, terms, postings, light, read, levels_all = [], [], [], [], [], []
     for q in texts:
         qb = searcher.query_batch([q])
+        stats = np.zeros((1, probe.STATS), dtype=np.int64)
         c0 = time.thread_time()
-        searcher.run_kernel(qb, k, "ssr", threads=1)
+        probe.search_batch(indptr, docs, doc_rank, searcher.n_docs, ix.forward_indptr, ix.forward_terms, qb.offsets,
+                           qb.terms, qb.weights, k, block=searcher.block, n_chunks=1, stats=stats, work=work,
+                           monotone=monotone)
         cpu.append(time.thread_time() - c0)
         terms.append(int(qb.offsets[1]))
         postings.append(qb.postings)
-    c, m, p = np.array(cpu), np.array(terms), np.array(postings)
-    slow = c >= np.percentile(c, 99)
-    return {"kernel_cpu": percentiles(c), "slowest_1pct": {"queries": int(slow.sum()),
-            "terms_mean": float(m[slow].mean()), "postings_median": float(np.median(p[slow])),
-            "over_12_terms": int((m[slow] > 12).sum())},
-            "all": {"terms_mean": float(m.mean()), "postings_median": float(np.median(p)),
-                    "over_12_terms": int((m > 12).sum())}}
+        light.append(int(qb.df[0]) / max(1, qb.postings) if len(qb.df) else 0.0)
+        read.append(int(stats[0, 0]) / max(1, qb.postings))
+        levels_all.append(int(stats[0, 3]) > 0)
+    c, m, p, lt, rd, lv = (np.array(x) for x in (cpu, terms, postings, light, read, levels_all))
+
+    def share(sel) -> dict:
+        return {"queries": int(sel.sum()), "terms_mean": float(m[sel].mean()),
+                "postings_median": float(np.median(p[sel])), "lightest_list_share_median": float(np.median(lt[sel])),
+                "over_12_terms": int((m[sel] > 12).sum()), "read_every_posting": int(lv[sel].sum()),
+                "read_per_posting_median": float(np.median(rd[sel]))}
+
+    return {"kernel_cpu": percentiles(c), "slowest_1pct": share(c >= np.percentile(c, 99)),
+            "all": share(np.ones(len(c), dtype=bool))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,10 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         print("  steps (CPU µs p50 / mean): " + ", ".join(
             f"{n} {v['p50_us']:.1f} / {v['mean_us']:.1f}" for n, v in r["steps"].items()))
         t = r["tail"]
-        print(f"  kernel CPU p50 {t['kernel_cpu']['p50_ms']:.3f} p99 {t['kernel_cpu']['p99_ms']:.2f} ms; slowest 1%: "
-              f"{t['slowest_1pct']['terms_mean']:.1f} terms, {t['slowest_1pct']['postings_median']:,.0f} postings "
-              f"(median), {t['slowest_1pct']['over_12_terms']} over 12 terms; all: {t['all']['terms_mean']:.1f} "
-              f"terms, {t['all']['postings_median']:,.0f} postings")
+        print(f"  kernel CPU p50 {t['kernel_cpu']['p50_ms']:.3f} p99 {t['kernel_cpu']['p99_ms']:.2f} max "
+              f"{t['kernel_cpu']['max_ms']:.1f} ms")
+        for name in ("slowest_1pct", "all"):
+            g = t[name]
+            print(f"  {name}: {g['queries']} queries, {g['terms_mean']:.1f} terms, {g['postings_median']:,.0f} "
+                  f"postings (median; lightest list {g['lightest_list_share_median']:.2f} of them), "
+                  f"{g['over_12_terms']} over 12 terms, {g['read_every_posting']} read every posting, "
+                  f"read/held {g['read_per_posting_median']:.2f}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -53,7 +53,7 @@ _ONE_VALUE = np.array([0, 1], dtype=np.int64)  # ... and is the one value of the
 _BATCH = 1024
 _BATCH_ALL = 64
 # methods whose kernels have a serial, GIL-free entry: their batches run on Python threads (below)
-_THREADED = ("levels",)
+_THREADED = ("ssr", "levels")
 # queries per piece a thread takes at a time: at least _PIECE[0] (a call's fixed cost), at most
 # _PIECE[1] (short GIL-held stretches, balance), aiming at 8 pieces per thread
 _PIECE = (16, 64)
@@ -309,15 +309,15 @@ class Searcher(StoredText):
                     work = [None]
                     setattr(self._local, method, work)
                 indptr, docs, doc_rank = self._csr
-            if method == "ssr":
-                if self._ascending is None:  # ids in row order: probe's `monotone` (one pass, once)
+                if self._ascending is None:  # ids in row order: the kernels' `monotone` (one pass, once)
                     self._ascending = bool(probe.ascending(doc_rank))
+            if method == "ssr":
                 return probe.search_batch(indptr, docs, doc_rank, self.n_docs, ix.forward_indptr, ix.forward_terms,
                                           qb.offsets, qb.terms, qb.weights, k, block=self.block, n_chunks=threads,
                                           work=work, monotone=self._ascending)
             if method == "levels":
                 return levels.search_batch(indptr, docs, doc_rank, self.n_docs, qb.offsets, qb.terms, qb.weights, k,
-                                           block=self.block, n_chunks=threads, work=work)
+                                           block=self.block, n_chunks=threads, work=work, monotone=self._ascending)
             if method == "union":
                 return kernels.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
                                             qb.offsets, qb.terms, qb.weights, k, block=self.block)

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from test_kernels import Arrays, corpus_st, queries_st
 from test_prune import assert_equals_reference, tie_heavy_ref
 
-from ssr_engine.kernels import levels
+from ssr_engine.kernels import levels, probe
 from ssr_engine.kernels import ssr as kernels
 from ssr_engine.kernels.candidates import CorruptIndexData
+from ssr_engine.reference import ReferenceIndex
 
 
 def run(arrays: Arrays, queries, k, **kw):
@@ -178,3 +179,63 @@ def test_kernels_stay_in_bounds_when_a_block_is_full(tmp_path):
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "in bounds"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(30, 1500), st.integers(0, 10_000), st.integers(1, 300), st.sampled_from([1, 7, 64, 1 << 14]),
+       st.sampled_from([1, 16, 4096]), st.booleans())
+def test_skipped_blocks_change_nothing_when_ranks_ascend(n_docs, seed, k, block, buffer, deletions):
+    """Ids in collection order (doc_rank ascending, as MS MARCO's): a light word in most documents,
+    alone in most blocks, with rare words; blocks that cannot enter are skipped (`monotone`) and
+    the results stay the reference's, and equal the unskipped kernel's bit for bit."""
+    rng = np.random.default_rng(seed)
+    texts = []
+    for _ in range(n_docs):
+        words = ["common"] if rng.random() < 0.9 else []
+        words += [f"r{w}" for w in range(6) if rng.random() < 0.01 * (w + 1)]
+        words += ["mid"] if rng.random() < 0.2 else []
+        texts.append(" zz ".join(rng.permutation(words).tolist()))
+    ref = ReferenceIndex.from_texts([str(d) for d in range(n_docs)], texts, cap=64)
+    arrays = Arrays(ref)
+    assert probe.ascending(arrays.doc_rank) and not probe.ascending(arrays.doc_rank[::-1].copy())
+    queries = ["common r0", "common r1 r2", "common mid r5", "common", "r3 common r4 mid zz", "mid common"]
+    live = rng.random(n_docs) < 0.8 if deletions else None
+    skipped = run(arrays, queries, k, block=block, buffer=buffer, live=live, monotone=True)
+    plain = run(arrays, queries, k, block=block, buffer=buffer, live=live)
+    assert [a.tobytes() for a in skipped] == [a.tobytes() for a in plain]
+    if live is None:
+        assert_equals_reference(arrays, queries, k, skipped)
+    else:
+        assert live[skipped[1]].all()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(30, 800), st.integers(0, 10_000), st.integers(1, 400), st.sampled_from([1, 7, 1 << 14]),
+       st.sampled_from([1, 4096]), st.booleans(), st.booleans())
+def test_long_queries_split_off_their_rarest_terms(n_docs, seed, k, block, buffer, deletions, barred):
+    """Queries of 13-30 terms, most of them rare (`levels.long_one`: the lightest 12 through levels, the
+    rarest terms' documents scored apart), with common words and ties: the heap union's results bit for
+    bit, with deletions and behind a bar too, and the reference's."""
+    rng = np.random.default_rng(seed)
+    holder = rng.integers(n_docs, size=40)  # every rare word is in the vocabulary
+    texts = []
+    for d in range(n_docs):
+        words = [f"c{w}" for w in range(8) if rng.random() < 0.5 / (w + 1)]
+        words += [f"r{w}" for w in range(40) if rng.random() < 0.004 or holder[w] == d]
+        texts.append(" zz ".join(rng.permutation(words).tolist()))
+    ref = ReferenceIndex.from_texts([str(x) for x in rng.permutation(3 * n_docs)[:n_docs]], texts, cap=64)
+    arrays = Arrays(ref)
+    queries = [" ".join(rng.permutation([f"c{w}" for w in range(8)] + [f"r{w}" for w in rng.choice(40, 22)])
+                        [: rng.integers(13, 31)].tolist()) for _ in range(6)]
+    assert max(np.diff(arrays.batch(queries)[0])) > levels.MAX_TERMS
+    live = rng.random(n_docs) < 0.8 if deletions else None
+    bar = None
+    if barred:  # each query's 3rd result as the bar (a live index's other segments)
+        o, d, s, m = union(arrays, queries, 3, live=live)
+        last = [o[i + 1] - 1 if o[i + 1] > o[i] else -1 for i in range(len(queries))]
+        bar = (np.array([s[i] if i >= 0 else 0.0 for i in last]), np.array([m[i] if i >= 0 else 0 for i in last]),
+               np.array([int(arrays.doc_rank[d[i]]) << 32 | int(d[i]) if i >= 0 else 1 << 62 for i in last]))
+    got = run(arrays, queries, k, block=block, buffer=buffer, live=live, bar=bar)
+    assert [a.tobytes() for a in got] == [a.tobytes() for a in union(arrays, queries, k, live=live, bar=bar)]
+    if live is None and bar is None:
+        assert_equals_reference(arrays, queries, k, got)

@@ -228,7 +228,7 @@ def test_cli_on_cranfield_matches_reference(tmp_path, capsys, cranfield):
             assert run.get(str(i + 1), []) == [(d, r + 1, s) for r, (d, s, _) in enumerate(hits.rows())], q
 
 
-@pytest.mark.parametrize("method", ["levels"])
+@pytest.mark.parametrize("method", ["ssr", "levels"])
 def test_threaded_pieces_give_the_reference_in_query_order(small, monkeypatch, method):
     """A batch cut into many pieces taken by two threads (`Searcher._threaded`) answers every query
     as the reference does, in query order; a piece that fails fails the call, and the searcher

@@ -1,5 +1,6 @@
-# Over 400 lines on purpose: the mask tables, the block loop and its cuts, and the batch entry (workspace,
-# plan, run) that probe shares are one kernel; splitting the entry off would split its workspace layout.
+# Over 400 lines on purpose: the mask tables, the block loop with its cuts and skips, the long-query split and
+# the batch entry (workspace, plan, run) that probe shares are one kernel; splitting the entry off would split
+# its workspace layout.
 """The union read as term masks, ranked by levels instead of a heap (method `ssr`, DESIGN.md section 4).
 
 Same inputs and outputs as `ssr.search_batch`, the same results bit for bit; every posting is read.
@@ -20,7 +21,9 @@ fills it is cut to the bar, and the bar level's ties to the ones with the best i
 doc_rank reads). At the end the survivors are ordered by (level, id rank). No heap: at K=1000 the
 union kernel spent most of its time sifting ties through one.
 
-Queries of more than MAX_TERMS terms, and k <= 0 (every candidate), take `ssr._search_one`.
+Queries of more than MAX_TERMS terms take `long_one` (their rarest terms' documents scored apart,
+`long`) where those terms' lists are short; they otherwise, and k <= 0 (every candidate), take
+`ssr._search_one`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
-from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start, open_lists
+from .long import RARE_POSTINGS, merge_rare, rare_docs
+from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start, open_lists, skip_past
 from .topk import check_key_range, compact_failed, doc_key, heap_arrays
 
 # 2**12 masks per query: tabling and sorting them costs ~tens of microseconds at 12 terms, far
@@ -204,14 +208,16 @@ def _bar_level(q, nl, lvl_score, lvl_pop, bar_s, bar_m, bar_k):
 
 @nb.njit(cache=True, nogil=True)
 def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap, mask, touched, cur, end, last,
-          level, hist, buf, bar, bar_key, cum, nbuf):
+          level, hist, buf, bar, bar_key, cum, nbuf, monotone=False):
     """Read one index's postings of a query's terms q_terms[a:a + m] (bit j for term j; a term id < 0:
     absent here) into the buffer behind the running bar. The state (bar, bar_key, cum: buffered
     documents at levels <= bar, nbuf) goes in and comes out, so several indexes (a live index's
     segments) can share one set of levels.
 
     The index's document d is numbered first + d in the buffer and ranked by doc_rank[first + d];
-    live: bool/uint8[n_docs] or empty. Returns the new state; nbuf = -1 for corrupt postings.
+    live: bool/uint8[n_docs] or empty. `monotone`: doc_rank ascends with the document number
+    (`probe.ascending`), so a block whose documents would all be dropped on the bar level's key is
+    skipped. Returns the new state; nbuf = -1 for corrupt postings.
     """
     bd, bl, bk = buf
     open_lists(q_terms, a, 0, m, indptr, cur, end, last)
@@ -219,11 +225,27 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
         if q_terms[a + j] < 0:
             cur[j] = end[j] = 0
     while True:
-        lo, nt = next_block(docs, cur, end, last, 0, m, n_docs, block, mask, touched)
+        lo = block_start(docs, cur, end, m, n_docs)
         if lo < 0:
             return bar, bar_key, cum, -1
         if lo >= n_docs:
             break
+        hi = min(lo + block, n_docs)
+        # the block's best possible level is that of every list with a posting in it (a superset's level is
+        # never worse); when even that cannot enter, skip the block unread (a huge list of the lightest term,
+        # alone in most blocks and tied at the bar, then costs a binary search a block)
+        present = 0
+        for j in range(m):
+            if cur[j] < end[j] and np.int64(docs[cur[j]]) < hi:
+                present |= 1 << j
+        best = level[present]
+        if best > bar or (best == bar and monotone and bar_key != _NO_CUT
+                          and doc_key(doc_rank[first + lo], first + lo) >= bar_key):
+            skip_past(docs, cur, end, last, m, hi)
+            continue
+        nt = or_block(docs, cur, end, last, 0, m, lo, hi, mask, touched)
+        if nt < 0:
+            return bar, bar_key, cum, -1
         for i in range(nt):
             x = touched[i]
             lv = level[mask[x]]
@@ -272,12 +294,12 @@ def _finish(buf, nbuf, bar, cum, cap, hist, doc_rank, lvl_score, lvl_pop, base, 
 @nb.njit(cache=True, nogil=True)
 def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, block, cap, live,
                 mask, touched, cur, end, last, score, pop, level, lvl_score, lvl_pop, hist, buf,
-                base, res_d, res_s, res_m, bar_s, bar_m, bar_k):
+                base, res_d, res_s, res_m, bar_s, bar_m, bar_k, monotone=False):
     """One query of 1..MAX_TERMS terms, cap >= 1; results best first in res_*[base:base + cap].
 
     mask uint16[block] must be zero and is left zero. buf = (docs int64, levels int32, keys
     int64) of equal length >= 4 cap. bar_s/bar_m/bar_k: the caller's bar (`ssr._search_one`);
-    empty: none. Returns the result count, or -1 for corrupt postings.
+    empty: none. `monotone`: as `_scan`'s. Returns the result count, or -1 for corrupt postings.
     """
     a = q_offsets[q]
     m = q_offsets[q + 1] - a
@@ -291,7 +313,7 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
     if bar < 0:
         return 0  # k documents elsewhere beat every document this query could find here
     bar, bar_key, cum, nbuf = _scan(indptr, docs, n_docs, 0, doc_rank, live, q_terms, a, m, block, cap, mask,
-                                    touched, cur, end, last, level, hist, buf, bar, bar_key, 0, 0)
+                                    touched, cur, end, last, level, hist, buf, bar, bar_key, 0, 0, monotone)
     if nbuf < 0:
         return -1
     return _finish(buf, nbuf, bar, cum, cap, hist, doc_rank, lvl_score, lvl_pop, base, res_d, res_s, res_m)
@@ -323,9 +345,46 @@ def fits(work, rows, width, longest, entries) -> bool:
 
 
 @nb.njit(cache=True, nogil=True)
+def long_one(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, cap, live, work, t, base,
+             res_d, res_s, res_m, bar_s, bar_m, bar_k, monotone):
+    """Query q of more than MAX_TERMS terms, k > 0, cap >= 1, on workspace row t (`work` as `workspace`'s
+    first 14 arrays): its lightest MAX_TERMS terms through levels, its rarest terms' documents scored
+    apart (`long`). Returns the result count, -1 for corrupt postings, -3 when the rarest terms hold
+    more than `long.RARE_POSTINGS` postings (the caller takes the heap union)."""
+    a = q_offsets[q]
+    nc, cd, cs, cm, ck = rare_docs(a, MAX_TERMS, q_offsets[q + 1] - a, q_terms, q_weights, indptr, docs, doc_rank,
+                                   n_docs, live, RARE_POSTINGS)
+    if nc < 0:
+        return -1 if nc == -2 else -3
+    held = 0
+    for j in range(MAX_TERMS):
+        held += indptr[q_terms[a + j] + 1] - indptr[q_terms[a + j]]
+    cap_h = min(k + nc, held)  # at most nc of levels' results are C's documents
+    hs, hm, hk = np.empty(cap_h, np.float64), np.empty(cap_h, np.int32), np.empty(cap_h, np.int64)
+    barred = bar_s.shape[0] != 0
+    b = q if barred else 0
+    nh = 0
+    if cap_h > 0:
+        buf = (work[11][t], work[12][t], work[13][t])
+        if buf[0].shape[0] < 4 * cap_h:
+            buf = (np.empty(4 * cap_h, np.int64), np.empty(4 * cap_h, np.int32), np.empty(4 * cap_h, np.int64))
+        nh = _levels_one(0, indptr, docs, doc_rank, n_docs, np.array([a, a + MAX_TERMS]), q_weights, q_terms, width,
+                         cap_h, live, work[0][t], work[1][t], work[2][t], work[3][t], work[4][t], work[5][t],
+                         work[6][t], work[7][t], work[8][t], work[9][t], work[10][t], buf, 0, hk, hs, hm,
+                         bar_s[b : b + barred], bar_m[b : b + barred], bar_k[b : b + barred], monotone)
+        if nh < 0:
+            return -1
+    if barred:
+        return merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, True, bar_s[q], bar_m[q],
+                          bar_k[q])
+    return merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, False, 0.0, 0, 0)
+
+
+@nb.njit(cache=True, nogil=True)
 def _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, live, caps_off,
-           res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k):
-    """Query q on workspace row t: levels for 1..MAX_TERMS terms and k > 0, else the heap union."""
+           res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, monotone):
+    """Query q on workspace row t: levels for 1..MAX_TERMS terms and k > 0, `long_one` for longer ones,
+    else (k <= 0, or too many rare postings) the heap union."""
     base = caps_off[q]
     cap = caps_off[q + 1] - base
     if cap == 0:
@@ -335,14 +394,19 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
         return _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width, cap, live,
                            mask[t], touched[t], cur[t], end[t], last[t], score[t], pop[t], level[t], lvl_score[t],
                            lvl_pop[t], hist[t], (bd[t], bl[t], bk[t]), base, res_d, res_s, res_m, bar_s, bar_m,
-                           bar_k)
+                           bar_k, monotone)
+    if k > 0:
+        got = long_one(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, cap, live, work, t,
+                       base, res_d, res_s, res_m, bar_s, bar_m, bar_k, monotone)
+        if got != -3:
+            return got
     return _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, acc[t], cnt[t],
                        touched[t], cur[t], end[t], last[t], base, cap, res_d, res_s, res_m, live, bar_s, bar_m, bar_k)
 
 
 @nb.njit(cache=True, nogil=True)
 def _levels_serial(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, width, live, work, bar_s,
-                   bar_m, bar_k):
+                   bar_m, bar_k, monotone):
     """Every query on the calling thread (row 0): no thread team to wake for a single query.
 
     A plain njit loop measured as fast as the parallel one on one thread (numba 0.68, RESULTS.md).
@@ -353,7 +417,7 @@ def _levels_serial(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
     sizes = np.zeros(nq, dtype=np.int64)
     for q in range(nq):
         sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, live,
-                          caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k)
+                          caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k, monotone)
         if sizes[q] < 0:  # corrupt postings: the workspace is dirty; stop (the caller clears it)
             break
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
@@ -361,7 +425,7 @@ def _levels_serial(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
 
 @nb.njit(cache=True, parallel=True)
 def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, width, live, work, bar_s, bar_m,
-                  bar_k, n_slices):
+                  bar_k, monotone, n_slices):
     """Queries in n_slices contiguous slices taken by the threads one at a time (chunk size 1 set by
     the caller), so an expensive slice or a thread slowed by another process holds nobody back."""
     nq = q_offsets.shape[0] - 1
@@ -375,7 +439,7 @@ def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
             if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
                 break
             sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, live,
-                              caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k)
+                              caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, monotone)
             dirty[t] = sizes[q] < 0
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
 
@@ -419,7 +483,7 @@ def run(serial, sliced, args, threads, nq, work):
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,
-                 n_chunks=None, live=None, buffer=_BUFFER, work=None, bar=None):
+                 n_chunks=None, live=None, buffer=_BUFFER, work=None, bar=None, monotone=False):
     """Exact top-k of every query, as `ssr.search_batch` (same arguments, same results bit for bit).
 
     indptr int64[V + 1], docs uint32[P] (ascending per term), doc_rank uint32[N]; q_terms: distinct
@@ -428,7 +492,8 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
     (a live index's other segments); with it, the results are those without it that beat the bar.
     `n_chunks`: threads (default Numba's current count); one thread, or one query, runs serially on
     the calling thread. `work`: a list holding a `workspace` to use and keep (replaced in place when
-    too small; one call at a time), or None.
+    too small; one call at a time), or None. `monotone`: doc_rank ascends (`probe.ascending`): blocks
+    whose documents would all be dropped on the bar level's key are skipped unread.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
     q_offsets = np.asarray(q_offsets, dtype=np.int64)
@@ -441,5 +506,5 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
     args = (indptr, docs, doc_rank, np.int64(n_docs), q_offsets, np.asarray(q_terms, dtype=np.int64),
             np.asarray(q_weights, dtype=np.float64), np.int64(k), np.int64(width),
             _EVERY_DOC if live is None else np.asarray(live).view(np.uint8), holder[0],
-            *(_NO_BAR if bar is None else _bar_arrays(bar, nq)))
+            *(_NO_BAR if bar is None else _bar_arrays(bar, nq)), bool(monotone))
     return run(_levels_serial, _levels_batch, args, threads, nq, holder[0])

@@ -28,7 +28,7 @@ k found: when the all-non-E mask ranks strictly after that bar). Otherwise the k
 mask still ranks strictly after it) and the query is redone; when E would hold more than RULE[5] of
 the query's postings (pruning cannot pay), or more than the candidate buffer, `levels` reads them all.
 
-Queries of more than `levels.MAX_TERMS` terms and k <= 0 take `ssr._search_one` as in `levels`.
+Queries of more than `levels.MAX_TERMS` terms take `levels.long_one`, and k <= 0 `ssr._search_one`, as in `levels`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 
 from . import levels
 from .candidates import region_offsets
-from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, next_block
+from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, long_one, next_block
 from .prune import _contains, _gallop
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
 from .topk import compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, ranks_after, rejects
@@ -403,7 +403,8 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
 @nb.njit(cache=True, nogil=True)
 def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, width, live,
            caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, rule, stats, monotone):
-    """Query q on workspace row t: `search_one` for 1..MAX_TERMS terms and k > 0, else the heap union."""
+    """Query q on workspace row t: `search_one` for 1..MAX_TERMS terms and k > 0, `levels.long_one` for
+    longer ones, else (k <= 0, or too many rare postings) the heap union."""
     base = caps_off[q]
     cap = caps_off[q + 1] - base
     if cap == 0:
@@ -412,6 +413,11 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
         return search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms,
                           width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats[q], bar_s, bar_m, bar_k,
                           monotone)
+    if k > 0:  # more terms: the rarest ones' documents scored apart (`levels.long_one`) where they are few
+        got = long_one(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, cap, live, work, t,
+                       base, res_d, res_s, res_m, bar_s, bar_m, bar_k, monotone)
+        if got != -3:
+            return got
     return _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, work[14][t],
                        work[15][t], work[1][t], work[2][t], work[3][t], work[4][t], base, cap, res_d, res_s, res_m,
                        live, bar_s, bar_m, bar_k)

@@ -64,6 +64,24 @@ def open_lists(q_terms, a, p, m, indptr, cur, end, last):
 
 
 @nb.njit(cache=True, nogil=True)
+def skip_past(docs, cur, end, last, m, hi):
+    """Every cursor to its first posting >= hi (binary search). The skipped postings are never read, so
+    last[j] = hi - 1: a later posting below hi is reported as corrupt, as when read in order."""
+    for j in range(m):
+        c = cur[j]
+        if c < end[j] and np.int64(docs[c]) < hi:
+            lo, up = c + 1, end[j]
+            while lo < up:
+                mid = (lo + up) >> 1
+                if np.int64(docs[mid]) < hi:
+                    lo = mid + 1
+                else:
+                    up = mid
+            cur[j] = lo
+            last[j] = hi - 1
+
+
+@nb.njit(cache=True, nogil=True)
 def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, block,
                 acc, cnt, touched, cur, end, last, base, cap, res_d, res_s, res_m, live, bar_s, bar_m, bar_k):
     """One query: accumulate its postings block by block, keep the best `cap`; returns the count.

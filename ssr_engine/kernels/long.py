@@ -1,0 +1,110 @@
+"""Queries of more than `levels.MAX_TERMS` terms: their rarest terms' documents scored apart.
+
+`levels` tables a query's 2**m masks, so it takes at most MAX_TERMS terms; longer queries took the
+heap union (`ssr._search_one`), whose accumulators and heap cost 40-120 ns a posting on the huge
+lists such queries hold (the slowest queries at 8.8M: benchmarks/RESULTS.md). `levels.long_one`
+splits them: the lightest MAX_TERMS terms H go through levels as a query of their own, and the
+documents C of the other (rarest) terms, few when their lists are short, are scored here:
+
+- a document outside C holds H terms only, so its (score, matches) is that of its H mask: the
+  canonical sum over H, the same additions in the same order as over the whole query;
+- levels is asked for k + |C| results: at most |C| of them are C's documents (scored there without
+  their rare terms, so dropped here), which leaves at least k exact ones, the best outside C;
+- each C document is scored over all m terms (a binary search per term, summed in ascending weight:
+  the canonical sum), and both parts merged by the full key give the top k (`merge_rare`).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .prune import _contains
+from .topk import doc_key, ranks_after
+
+# postings of the rarest terms a query may hold for the split (each of their documents costs m binary
+# searches); past it, the heap union
+RARE_POSTINGS = 1024
+_DOC = 0xFFFFFFFF
+
+
+@nb.njit(cache=True, nogil=True)
+def rare_docs(a, h, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, most):
+    """C: the live documents of the query's terms h..m-1 (a: the query's first term in q_terms), each
+    scored over all m terms. Returns (count, docs ascending int64, scores float64, matches int32, keys
+    int64); count -1 when those lists hold more than `most` postings, -2 for corrupt postings."""
+    total = 0
+    for j in range(h, m):
+        t = q_terms[a + j]
+        total += indptr[t + 1] - indptr[t]
+    cd = np.empty(min(total, most + 1), np.int64)
+    cs = np.empty(cd.shape[0], np.float64)
+    cm = np.empty(cd.shape[0], np.int32)
+    ck = np.empty(cd.shape[0], np.int64)
+    if total > most:
+        return -1, cd[:0], cs[:0], cm[:0], ck[:0]
+    n = 0
+    for j in range(h, m):
+        t = q_terms[a + j]
+        prev = -1
+        for p in range(indptr[t], indptr[t + 1]):
+            d = np.int64(docs[p])
+            if d <= prev or d >= n_docs:
+                return -2, cd[:0], cs[:0], cm[:0], ck[:0]
+            prev = d
+            cd[n] = d
+            n += 1
+    cd = np.unique(cd[:n])
+    nc = 0
+    for i in range(cd.shape[0]):
+        d = cd[i]
+        if live.shape[0] != 0 and not live[d]:
+            continue
+        s = 0.0
+        c = 0
+        for j in range(m):  # ascending weight: the canonical sum
+            t = q_terms[a + j]
+            if _contains(docs, indptr[t], indptr[t + 1], d):
+                s += q_weights[a + j]
+                c += 1
+        cd[nc] = d
+        cs[nc] = s
+        cm[nc] = c
+        ck[nc] = doc_key(doc_rank[d], d)
+        nc += 1
+    return nc, cd[:nc], cs[:nc], cm[:nc], ck[:nc]
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, barred, bs, bm, bk):
+    """The best `cap` of levels' results hs/hm/hk[:nh] (best first; C's documents among them dropped)
+    and of C (`rare_docs`; with `barred`, only those ranking strictly before the full key (bs, bm, bk)),
+    merged by the full key into res_*[base:] (keys in res_d). Returns the count."""
+    order = np.argsort(ck)  # C in result order: key, then (stable) matches desc, then score desc
+    order = order[np.argsort(-cm[order], kind="mergesort")]
+    order = order[np.argsort(-cs[order], kind="mergesort")]
+    i = 0
+    j = 0
+    n = 0
+    while n < cap:
+        while i < nh and _contains(cd, 0, cd.shape[0], hk[i] & _DOC):
+            i += 1
+        take_c = j < order.shape[0]
+        if take_c:
+            e = order[j]
+            take_c = not barred or ranks_after(bs, bm, bk, cs[e], cm[e], ck[e])
+        if i >= nh and not take_c:
+            break
+        if i < nh and (not take_c or ranks_after(cs[order[j]], cm[order[j]], ck[order[j]], hs[i], hm[i], hk[i])):
+            res_s[base + n] = hs[i]
+            res_m[base + n] = hm[i]
+            res_d[base + n] = hk[i]
+            i += 1
+        else:
+            e = order[j]
+            res_s[base + n] = cs[e]
+            res_m[base + n] = cm[e]
+            res_d[base + n] = ck[e]
+            j += 1
+        n += 1
+    return n
