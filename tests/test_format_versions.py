@@ -44,10 +44,11 @@ def _downgrade(out: Path, version: int) -> None:
     ix = open_index(out)
     seg, n_docs = ix.path, ix.n_docs
     offsets, data = ix.strings_of(np.arange(ix.n_terms))
+    hashes, rank = ix.hashes(), np.array(ix.doc_rank)  # read before the files under the maps are rewritten
     np.save(seg / "signal_offsets.npy", offsets.astype(np.int64 if version == 2 else np.int32))
     np.save(seg / "signal_bytes.npy", data)
-    np.save(seg / "vocab.npy", ix.hashes())
-    np.save(seg / "doc_rank.npy", np.asarray(ix.doc_rank))
+    np.save(seg / "vocab.npy", hashes)
+    np.save(seg / "doc_rank.npy", rank)
     (seg / "signal_codes.npy").unlink()
     ix.close()
     manifest = read_manifest(seg)
