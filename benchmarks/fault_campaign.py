@@ -183,7 +183,8 @@ def unread_edits(seg: Path, rnd: random.Random, k: int) -> list[tuple[str, str, 
         a = np.load(seg / f"{name}.npy", mmap_mode="r")
         for _ in range(k):
             i = rnd.randrange(1, a.shape[0] - 2)
-            value = int(a[i + 1]) if name == "vocab" else int(a[i]) + 1_000_000
+            # format 4's vocabulary keys may repeat: a descent (the largest key) breaks its order
+            value = int(a[-1]) if name == "vocab" else int(a[i]) + 1_000_000
             out.append((f"{name}[{i}] (random entry)", name, i, value))
     return out
 
@@ -195,16 +196,22 @@ def edits(index: Path, seg: Path, rnd: random.Random) -> list[tuple[str, str, in
     whole by open (offsets, vocabulary, doc_rank) or by the scan (forward terms).
     """
     out = []
+    from ssr_engine.format import open_index
+    from ssr_engine.kernels.strings import parts
+
     arrays = {p.stem: np.load(p, mmap_mode="r") for p in seg.glob("*.npy")}
-    n = arrays["doc_rank"].shape[0]
+    n = arrays["forward_indptr"].shape[0] - 1  # doc_rank.npy is absent when the ids are in row order
     v = arrays["vocab"].shape[0]
     a_q, b_q = query_postings(index)
     t = query_term(index)
     for name, a in sorted(arrays.items()):
         size = a.shape[0]
         i = rnd.randrange(a_q, b_q - 1) if name in ("postings_docs", "postings_tf") else rnd.randrange(max(size - 1, 1))
-        if name in ("postings_indptr", "signal_offsets", "vocab"):
+        if name in ("postings_indptr", "vocab"):
             i = t  # the O(V) arrays are read per looked-up term: edit the query term's entries
+        if name == "signal_offsets":  # the entry of the query term's (first) literal string (format 4)
+            ix = open_index(index)
+            i = int(parts(ix.signal_codes, ix.string_bits, t)[0])
         if name.endswith("indptr") or name == "signal_offsets":
             out += [(f"{name}[{i}] += 1e6", name, i, int(a[i]) + 1_000_000), (f"{name}[-1] -= 1", name, size - 1,
                                                                                int(a[-1]) - 1)]
@@ -215,8 +222,9 @@ def edits(index: Path, seg: Path, rnd: random.Random) -> list[tuple[str, str, in
             out += [(f"{name}[{i}] = V", name, i, v), (f"{name}[{i}] = {name}[{i}+1]", name, i, int(a[i + 1]))]
         elif name == "doc_rank":
             out += [(f"{name}[{i}] = {name}[{i}+1]", name, i, int(a[i + 1])), (f"{name}[{i}] = N", name, i, n)]
-        elif name == "vocab":
-            out += [(f"{name}[{i}] = {name}[{i}+1]", name, i, int(a[i + 1]))]
+        elif name == "vocab":  # format 4's keys may repeat: a descent (the largest key, or 0 at the end)
+            out += [(f"{name}[{i}] = max", name, i, int(a[-1])) if int(a[i + 1]) < int(a[-1]) else
+                    (f"{name}[{i}+1] = 0", name, i + 1, 0)]
         elif name == "postings_tf":
             out += [(f"{name}[{i}] = 0", name, i, 0)]
     return out

@@ -14,7 +14,7 @@ import numpy as np
 
 # name -> dtype; the arrays every index has
 ARRAYS: dict[str, str] = {
-    "vocab": "uint64",
+    "vocab": "uint32",  # format 4; formats 2 and 3: uint64
     "postings_indptr": "int64",
     "postings_docs": "uint32",
     "forward_indptr": "int64",
@@ -42,6 +42,8 @@ def offsets_dtype(last: int) -> np.dtype:
 def accepted_dtypes(name: str) -> tuple[np.dtype, ...]:
     """The dtypes an array file may have (the offsets: int32 or int64)."""
     widest = np.dtype({**ARRAYS, **BM25_ARRAYS}[name])
+    if name == "vocab":
+        return (widest, np.dtype(np.uint64))
     return (np.dtype(np.int32), widest) if name in OFFSET_ARRAYS else (widest,)
 
 

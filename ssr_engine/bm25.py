@@ -25,12 +25,20 @@ import numpy as np
 
 from .errors import ArgumentError, SsrError
 from .format import Index, open_index
-from .hashing import signal_hash
 from .kernels import bm25 as bm25_kernels
 from .kernels.candidates import union_sizes
-from .retrieval import BM25_B, BM25_K1, SearchResult, StoredText, check_k, internal_doc, numba_threads, split_results
+from .retrieval import (
+    BM25_B,
+    BM25_K1,
+    SearchResult,
+    StoredText,
+    check_k,
+    internal_doc,
+    numba_threads,
+    split_results,
+)
 from .stemming import bm25_tokens
-from .validate import find_terms, kernel_guard
+from .validate import kernel_guard
 
 
 def lucene_idf(n_docs: int, df: int) -> float:
@@ -98,11 +106,8 @@ class BM25Searcher(StoredText):
         """Term id of a token, or -1 when the vocabulary lacks it (a hash hit must also match the string)."""
         tid = self._term_cache.get(token)
         if tid is None:
-            vocab = self.index.vocab
-            h = np.uint64(signal_hash(token, self.seed, self.bits))
-            i = int(find_terms(self.index, np.array([h], dtype=np.uint64))[0])
-            # signal() checks the term's offsets (the postings' too) before the kernels read them
-            tid = i if i < vocab.shape[0] and vocab[i] == h and self.index.signal(i) == token else -1
+            # signal() (inside term_of) checks the term's offsets (the postings' too) before the kernels read them
+            tid = self.index.term_of(token)
             self._term_cache[token] = tid
         return tid
 

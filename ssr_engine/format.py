@@ -6,12 +6,14 @@ lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a director
 
     manifest.json          format version, counts, settings, build parameters, a record (bytes,
                            sha256) of every other file, and its own checksum (`Manifest`)
-    vocab.npy              uint64[V]   sorted signal hashes; term id = position
+    vocab.npy              uint32[V]   keys of the signals sorted by hash (`hashing.vocab_keys`: 32
+                                       bits; formats 2, 3: uint64 hashes); term id = position
     postings_indptr.npy    off[V+1]    CSR over terms
     postings_docs.npy      uint32[P]   internal doc ids, ascending within each term
     forward_indptr.npy     off[N+1]    CSR over documents (the exhaustive mode's input)
     forward_terms.npy      uint32[P]   term ids, ascending within each document
-    doc_rank.npy           uint32[N]   position of each document's external id in id order
+    doc_rank.npy           uint32[N]   position of each document's external id in id order (format
+                                       4: absent when that is the identity, manifest ids.rank)
     signal_offsets.npy     off[U+1]    the literal signal strings (unigrams), as byte spans ...
     signal_bytes.npy       uint8[...]  ...
     signal_codes.npy       uint64[...] per term, bit-packed: its literal, or a bigram's two (format 4,
@@ -37,7 +39,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from tokenize import TokenError
 from typing import Any
@@ -85,6 +86,7 @@ from .manifest import (  # noqa: F401
     read_manifest,
     write_manifest,
 )
+from .term_table import TermTable
 from .validate import verify_index, verify_opened  # noqa: F401  (`verify` is validation's last tier)
 
 DOC_IDS = "doc_ids.parquet"
@@ -129,7 +131,7 @@ def resolve_index(path: str | os.PathLike[str]) -> Path:
 
 
 @dataclass
-class Index:
+class Index(TermTable):
     """An opened index segment: memory-mapped arrays plus the typed manifest.
 
     Opened through `open_index`, it is a snapshot: the arrays are mapped and the id table's file
@@ -164,33 +166,8 @@ class Index:
         return self.manifest.counts.documents
 
     @property
-    def n_terms(self) -> int:
-        return int(self.vocab.shape[0])
-
-    @property
     def scoring(self) -> str:
         return self.manifest.scoring
-
-    @property
-    def settings(self) -> SignalSettings:
-        return self.manifest.signals
-
-    @cached_property
-    def string_bits(self) -> int:
-        """Bits per table entry in a signal code; 0 when there are no codes (term t is literal t)."""
-        from .kernels.strings import string_bits
-
-        return string_bits(self.signal_offsets.shape[0] - 1) if self.signal_codes.shape[0] else 0
-
-    def strings_of(self, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The signal strings of term ids (checked first) as (offsets int64[m + 1], bytes uint8)."""
-        from .kernels.strings import gather
-        from .validate import check_terms
-
-        terms = np.ascontiguousarray(terms, dtype=np.int64)
-        check_terms(self, terms)
-        return gather(self.signal_bytes.view(np.ndarray), self.signal_offsets.view(np.ndarray),
-                      self.signal_codes.view(np.ndarray), self.string_bits, terms)
 
     def close(self) -> None:
         """Release the segment (its files may then be removed by the next writer)."""
@@ -201,32 +178,6 @@ class Index:
     def df(self) -> np.ndarray:
         """Document frequency of every term (derived from the CSR)."""
         return np.diff(self.postings_indptr)
-
-    def signal(self, term: int) -> str:
-        """The string of term id `term`; an id or offsets out of range, or bytes that are not UTF-8,
-        raise `IndexFormatError`."""
-        if not 0 <= term < self.n_terms:
-            raise IndexFormatError(f"{self.path}: term id {term} out of range 0..{self.n_terms - 1} (corrupt index)")
-        _, data = self.strings_of(np.array([term], dtype=np.int64))
-        try:
-            return data.tobytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise IndexFormatError(f"{self.path / 'signal_bytes.npy'}: the string of term {term} is not UTF-8 "
-                                   "(corrupt index)") from exc
-
-    def signal_table(self) -> Any:
-        """Every term as an Arrow table (hash uint64, signal string), row = term id.
-
-        Every string decoded (the whole table in memory), for tools and debugging."""
-        import pyarrow as pa
-
-        from .validate import check_signal_offsets
-
-        check_signal_offsets(self)  # every term's code and table offsets, before the gather reads them
-        offsets, data = self.strings_of(np.arange(self.n_terms, dtype=np.int64))
-        strings = pa.Array.from_buffers(pa.large_string(), self.n_terms, [None, pa.py_buffer(offsets),
-                                                                         pa.py_buffer(data)])
-        return pa.table({"hash": pa.array(np.asarray(self.vocab)), "signal": strings})
 
     def doc_id_array(self) -> Any:
         """External ids as one Arrow string array (about 10 bytes per id), row = internal doc id."""
@@ -353,8 +304,13 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
     names = dict(ARRAYS)
     if manifest.scoring == "bm25":
         names.update(BM25_ARRAYS)
+    identity_rank = manifest.format_version >= 4 and manifest.ids.get("rank") == "identity"
     arrays = {n: _open_array(directory, n, records.get(array_file(n))) for n in names
-              if SINCE.get(n, 0) <= manifest.format_version}
+              if SINCE.get(n, 0) <= manifest.format_version and not (n == "doc_rank" and identity_rank)}
+    if identity_rank:  # the rows are in id order (`indexing.doc_ids.write_id_files`): no file
+        arrays["doc_rank"] = np.arange(manifest.counts.documents, dtype=np.uint32)
+    if manifest.format_version >= 4 and arrays["vocab"].dtype != np.uint32:
+        raise IndexFormatError(f"{directory / array_file('vocab')}: dtype {arrays['vocab'].dtype}, format 4 has uint32")
     c = manifest.counts
     n, v, p = c.documents, c.terms, c.postings
     expected = {

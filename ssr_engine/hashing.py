@@ -61,6 +61,12 @@ def hash_ranges(data, starts, ends, seed, mask):
     return out
 
 
+def vocab_keys(hashes: np.ndarray, bits: int) -> np.ndarray:
+    """The vocabulary keys of format 4 (uint32): the top 32 of a hash's `bits` bits (all of them when
+    bits <= 32). Sorted hashes give sorted keys; equal keys are told apart by their strings."""
+    return (np.asarray(hashes, dtype=np.uint64) >> np.uint64(max(bits - 32, 0))).astype(np.uint32)
+
+
 def hash_mask(bits: int) -> np.uint64:
     if not 1 <= bits <= 64:
         raise ValueError(f"hash bits must be in 1..64, got {bits}")

@@ -38,7 +38,13 @@ from .retrieval import (
 )
 from .scoring import signal_weight
 from .stopwords import StopwordList
-from .validate import VOCAB_BLOCK_SHIFT, check_terms, checked_blocks, find_terms, kernel_guard
+from .validate import (
+    VOCAB_BLOCK_SHIFT,
+    check_terms,
+    checked_blocks,
+    kernel_guard,
+    term_candidates,
+)
 
 METHODS = ("ssr", "levels", "union", "maxscore", "exhaustive")
 """The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index): ssr reads the
@@ -368,13 +374,14 @@ class Searcher(StoredText):
 def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np.ndarray, with_df: bool = False):
     """Term id in `index` of each signal (bytes data[offsets[i]:offsets[i + 1]], hash hashes[i]).
 
-    -1 when the vocabulary lacks it. A hash hit is a match only when the strings agree (the
-    vocabulary has no collisions, but a query signal outside it may share a hash with a term).
+    -1 when the vocabulary lacks it. A key hit is a match only when the strings agree (keys of
+    32 bits repeat, and a query signal outside the vocabulary may share a hash with a term).
     Returns int64[len(hashes)] (with_df: and each term's df, int64, 0 for unknown signals). One
     kernel call (`kernels.terms.lookup`); if its checks fail, the validate functions name the defect.
     """
-    terms, df, ok = lookup(np.ascontiguousarray(hashes, dtype=np.uint64), data, offsets, index.vocab.view(np.ndarray),
-                           checked_blocks(index), VOCAB_BLOCK_SHIFT, index.signal_bytes.view(np.ndarray),
+    terms, df, ok = lookup(index.keys_of(hashes), data, offsets, index.vocab.view(np.ndarray),
+                           checked_blocks(index), VOCAB_BLOCK_SHIFT, index.vocab.dtype == np.uint64,
+                           index.signal_bytes.view(np.ndarray),
                            index.signal_offsets.view(np.ndarray), index.signal_codes.view(np.ndarray),
                            index.string_bits, index.postings_indptr.view(np.ndarray),
                            index.postings_docs.shape[0], index.n_docs)
@@ -386,8 +393,4 @@ def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np
 
 def _lookup_checked(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np.ndarray) -> None:
     """The look-up step by step through `validate`, whose checks name the file and entry at fault."""
-    vocab = index.vocab
-    pos = find_terms(index, hashes)
-    inside = np.flatnonzero(pos < vocab.shape[0])
-    same_hash = inside[vocab[pos[inside]] == hashes[inside]]
-    check_terms(index, pos[same_hash])
+    check_terms(index, term_candidates(index, index.keys_of(hashes)))

@@ -91,7 +91,8 @@ def check_signal_hashes(index: Index, chunk: int = 1 << 20) -> None:
     for lo in range(0, index.n_terms, chunk):
         terms = np.arange(lo, min(lo + chunk, index.n_terms), dtype=np.int64)
         offsets, data = index.strings_of(terms)
-        bad = np.flatnonzero(hash_spans(data, offsets, np.uint64(h.seed), hash_mask(h.bits)) != index.vocab[terms])
+        full = hash_spans(data, offsets, np.uint64(h.seed), hash_mask(h.bits))
+        bad = np.flatnonzero(index.keys_of(full) != index.vocab[terms])
         if bad.shape[0]:
             t = lo + int(bad[0])
             name = "signal_codes" if index.string_bits else "signal_bytes"
@@ -106,7 +107,7 @@ def check_index(index: Index, full: bool = False) -> None:
     _ends(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
     _ends(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
     _offsets(index, "forward_indptr", index.forward_indptr, index.forward_terms.shape[0], "forward terms")
-    i = kv.permutation(index.doc_rank)
+    i = -1 if index.manifest.ids.get("rank") == "identity" else kv.permutation(index.doc_rank)  # else built: arange
     if i >= 0:
         raise _fail(index, "doc_rank", f"not a permutation of 0..{n - 1} (entry {i} = {int(index.doc_rank[i])})")
     if not full:
@@ -114,7 +115,9 @@ def check_index(index: Index, full: bool = False) -> None:
     _offsets(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
     check_signal_offsets(index)
     vocab = index.vocab
-    _vocab_defect(index, kv.descent(vocab, True) if vocab.shape[0] > _SMALL else _first(vocab[1:] <= vocab[:-1]))
+    strict = vocab.dtype == np.uint64  # hashes (formats 2, 3); format 4's 32-bit keys may repeat
+    _vocab_defect(index, kv.descent(vocab, strict) if vocab.shape[0] > _SMALL else
+                  _first(vocab[1:] <= vocab[:-1] if strict else vocab[1:] < vocab[:-1]))
     row = kv.rows_ascending_below(index.postings_indptr, index.postings_docs, np.int64(n))
     if row >= 0:
         raise _fail(index, "postings_docs", f"the postings of term {row} are not strictly ascending ids < {n}")
@@ -130,21 +133,37 @@ def check_index(index: Index, full: bool = False) -> None:
 
 def _vocab_defect(index: Index, i: int) -> None:
     if i >= 0:
-        raise _fail(index, "vocab", f"not strictly sorted at entry {i + 1}")
+        raise _fail(index, "vocab", f"not sorted at entry {i + 1}")
 
 
-def find_terms(index: Index, hashes: np.ndarray) -> np.ndarray:
-    """Vocabulary positions of signal hashes (`np.searchsorted`, side left), int64[len(hashes)].
+def find_terms(index: Index, keys: np.ndarray) -> np.ndarray:
+    """Vocabulary positions of keys (`Index.keys_of`; `np.searchsorted`, side left), int64[len(keys)].
 
-    Every vocabulary block the search reads is checked strictly sorted on first use (remembered
-    on the index); a defect raises `IndexFormatError`.
+    Every vocabulary block the search reads is checked sorted on first use (remembered on the
+    index); a defect raises `IndexFormatError`.
     """
     from .kernels.validate import search_checked
 
-    pos, bad = search_checked(index.vocab, np.ascontiguousarray(hashes, dtype=np.uint64), checked_blocks(index),
-                              VOCAB_BLOCK_SHIFT)
+    pos, bad = search_checked(index.vocab, np.ascontiguousarray(keys, dtype=index.vocab.dtype),
+                              checked_blocks(index), VOCAB_BLOCK_SHIFT, index.vocab.dtype == np.uint64)
     _vocab_defect(index, int(bad))
     return pos
+
+
+def term_candidates(index: Index, keys: np.ndarray) -> np.ndarray:
+    """Every vocabulary entry holding one of `keys` (their blocks checked), int64: the terms whose
+    strings a look-up compares."""
+    from .kernels.validate import block_sound
+
+    vocab, checked = index.vocab, checked_blocks(index)
+    found = []
+    for key, p in zip(keys.tolist(), find_terms(index, keys).tolist(), strict=True):
+        while p < vocab.shape[0] and int(vocab[p]) == key:
+            _vocab_defect(index, int(block_sound(vocab, p >> VOCAB_BLOCK_SHIFT, VOCAB_BLOCK_SHIFT, checked,
+                                                 vocab.dtype == np.uint64)))
+            found.append(p)
+            p += 1
+    return np.array(found, dtype=np.int64)
 
 
 def checked_blocks(index: Index) -> np.ndarray:

@@ -22,7 +22,8 @@ def make_base(tmp_path_factory):
     d = tmp_path_factory.mktemp("faults")
     rng = np.random.default_rng(7)
     coll = d / "c.tsv"
-    coll.write_text("".join(f"{i}\t{' '.join(rng.choice(WORDS, 12))}\n" for i in range(3000)), encoding="utf-8")
+    # ids not in row order (neighbours swapped), so the index has a doc_rank file to corrupt
+    coll.write_text("".join(f"{i ^ 1}\t{' '.join(rng.choice(WORDS, 12))}\n" for i in range(3000)), encoding="utf-8")
     out = build_index(coll, d / "idx", quiet=True)
     bm25 = build_index(coll, d / "idx-bm25", scoring="bm25", quiet=True)
     return coll, out, bm25

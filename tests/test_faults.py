@@ -142,7 +142,7 @@ STRUCTURAL = {
     "forward_indptr_start": ("forward_indptr", lambda a: a.__setitem__(0, 3)),
     "doc_rank_duplicate": ("doc_rank", lambda a: a.__setitem__(0, a[1])),
     "doc_rank_out_of_range": ("doc_rank", lambda a: a.__setitem__(10, len(a))),
-    "vocab_unsorted": ("vocab", lambda a: a.__setitem__(0, a[1])),
+    "vocab_unsorted": ("vocab", lambda a: a.__setitem__(0, a[-1])),  # format 4's 32-bit keys may repeat: a descent
     "signal_offsets_jump": ("signal_offsets", lambda a: a.__setitem__(3, 10**9)),
     "signal_offsets_end": ("signal_offsets", lambda a: a.__setitem__(-1, a[-1] + 1)),
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from ssr_engine import build_index, open_index, verify_index
 from ssr_engine.errors import IndexFormatError
+from ssr_engine.indexing import merge as merge_module
 from ssr_engine.kernels.packed import get, n_words, pack
 from ssr_engine.kernels.strings import parts, string_bits
 from ssr_engine.search import Searcher
@@ -34,18 +36,23 @@ def test_packed_values_read_back_at_every_width(width, seed, n):
 
 def _downgrade(out: Path, version: int) -> None:
     """Rewrite the index at `out` as format `version` (2 or 3) wrote it: every term's string in the
-    table, no codes (version 2: int64 string offsets), and commit it."""
+    table, no codes (version 2: int64 string offsets), uint64 hashes in the vocabulary, a doc_rank
+    file; and commit it."""
     from ssr_engine.generations import IndexWriter, seal
     from ssr_engine.manifest import read_manifest, write_manifest
 
     ix = open_index(out)
     seg, n_docs = ix.path, ix.n_docs
     offsets, data = ix.strings_of(np.arange(ix.n_terms))
-    ix.close()
+    hashes, rank = ix.hashes(), np.array(ix.doc_rank)  # read before the files under the maps are rewritten
     np.save(seg / "signal_offsets.npy", offsets.astype(np.int64 if version == 2 else np.int32))
     np.save(seg / "signal_bytes.npy", data)
+    np.save(seg / "vocab.npy", hashes)
+    np.save(seg / "doc_rank.npy", rank)
     (seg / "signal_codes.npy").unlink()
-    write_manifest(seg, read_manifest(seg))
+    ix.close()
+    manifest = read_manifest(seg)
+    write_manifest(seg, replace(manifest, ids={k: v for k, v in manifest.ids.items() if k != "rank"}))
     body = json.loads((seg / "manifest.json").read_text())
     body.pop("checksum")
     body["format_version"] = version
@@ -166,11 +173,13 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     old = open_index(out)
     assert old.manifest.format_version == version and old.string_bits == 0
     assert old.signal_offsets.shape[0] == old.n_terms + 1
-    for name in (*fmt.OFFSET_ARRAYS, "vocab", "postings_docs", "forward_terms"):
+    for name in (*fmt.OFFSET_ARRAYS, "postings_docs", "forward_terms", "doc_rank"):
         want = np.int64 if version == 2 and name in fmt.OFFSET_ARRAYS else getattr(new, name).dtype
         assert getattr(old, name).dtype == want
         if name != "signal_offsets":
             assert getattr(old, name).tolist() == getattr(new, name).tolist(), name
+    assert old.vocab.dtype == np.uint64 and new.vocab.dtype == np.uint32
+    assert old.vocab.tolist() == new.hashes().tolist() and new.keys_of(old.vocab).tolist() == new.vocab.tolist()
     assert verify_index(out) == []
     assert old.signal_table().equals(new.signal_table())
     queries = [t for _, t in cranfield_docs[300:320]]
@@ -183,3 +192,46 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     capsys.readouterr()
     assert cli_main(["index-info", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["format_version"] == version  # the index's own, not the code's
+
+
+def test_vocabulary_keys_that_repeat_are_told_apart_by_their_strings(tmp_path, cranfield_docs, monkeypatch):
+    """Format 4 keeps 32 bits of each hash; here only 10, so most keys repeat: the look-up walks
+    every entry with the query's key and compares strings, and answers as the full hashes do."""
+    from ssr_engine import hashing
+    from ssr_engine.bm25 import BM25Searcher
+
+    path = write_tsv(tmp_path / "c.tsv", cranfield_docs[:300])
+    full = open_index(build_index(path, tmp_path / "full", quiet=True))
+    queries = [t for _, t in cranfield_docs[300:330]] + [full.signal(t) for t in range(0, full.n_terms, 211)]
+    want = {m: [r.rows() for r in Searcher(full.root).search_batch(queries, 10, method=m)]
+            for m in ("ssr", "exhaustive")}
+    bm_want = [r.rows() for r in BM25Searcher(build_index(path, tmp_path / "bm_full", scoring="bm25", quiet=True))
+               .search_batch(queries[:30], 10)]
+    narrow = np.vectorize(lambda h: h >> 54, otypes=[np.uint64])  # every look-up below reads these keys
+    monkeypatch.setattr(hashing, "vocab_keys", lambda hashes, bits: narrow(np.asarray(hashes, np.uint64)).astype(
+        np.uint32))
+    monkeypatch.setattr(merge_module, "vocab_keys", hashing.vocab_keys)
+    out = build_index(path, tmp_path / "narrow", quiet=True)
+    ix = open_index(out)
+    assert np.unique(ix.vocab).shape[0] <= 1024 < ix.n_terms
+    assert verify_index(out) == []
+    for method in ("ssr", "exhaustive"):
+        got = [r.rows() for r in Searcher(out).search_batch(queries, 10, method=method)]
+        assert got == want[method] and any(got)
+    assert all(ix.term_of(ix.signal(t)) == t for t in range(0, ix.n_terms, 37))
+    assert ix.term_of("no such signal") == -1
+    bm = build_index(path, tmp_path / "bm", scoring="bm25", quiet=True)
+    assert [r.rows() for r in BM25Searcher(bm).search_batch(queries[:30], 10)] == bm_want
+
+
+def test_doc_rank_is_no_file_when_the_rows_are_in_id_order(tmp_path):
+    ordered = build_index(write_tsv(tmp_path / "a.tsv", [("1", "alpha beta"), ("2", "beta"), ("10", "gamma")]),
+                          tmp_path / "a", quiet=True)
+    shuffled = build_index(write_tsv(tmp_path / "b.tsv", [("10", "alpha beta"), ("2", "beta"), ("1", "gamma")]),
+                           tmp_path / "b", quiet=True)
+    a, b = open_index(ordered), open_index(shuffled)
+    assert not (a.path / "doc_rank.npy").exists() and a.manifest.ids["rank"] == "identity"
+    assert a.doc_rank.tolist() == [0, 1, 2]
+    assert (b.path / "doc_rank.npy").is_file() and "rank" not in b.manifest.ids and b.doc_rank.tolist() == [2, 1, 0]
+    assert Searcher(ordered).search("beta", 10).rows()[0][0] == "1"
+    assert verify_index(ordered) == [] and verify_index(shuffled) == []

@@ -269,10 +269,11 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
     tables = [np.diff(np.asarray(ix.postings_indptr)).astype(np.int64) for ix in indexes]
     own = [t.copy() for t in tables]
     collisions: list[str] = []
+    hashes = [ix.hashes() for ix in indexes]  # full hashes (format 4's vocabulary keeps 32 bits of them)
     for s in range(len(indexes)):
         for t in range(s + 1, len(indexes)):
             a, b = indexes[s], indexes[t]
-            pos = match_sorted(a.vocab, b.vocab)
+            pos = match_sorted(hashes[s], hashes[t])
             hit = np.flatnonzero(pos >= 0)
             a_off, a_data = a.strings_of(hit)  # checked first: open checks only the offsets' ends
             b_off, b_data = b.strings_of(pos[hit])
@@ -281,7 +282,7 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
             if not same.all():
                 i = int(hit[np.flatnonzero(~same)[0]])
                 collisions.append(f"{a.signal(i)!r} ({a.path}) and {b.signal(int(pos[i]))!r} ({b.path}) share "
-                                  f"hash {int(a.vocab[i]):#x}")
+                                  f"hash {int(hashes[s][i]):#x}")
                 continue
             tables[s][hit] += own[t][pos[hit]]
             tables[t][pos[hit]] += own[s][hit]

@@ -21,7 +21,7 @@ from ..errors import InputError, SsrError
 from ..extract import Extractor
 from ..format import Counts, HashSettings, Manifest, SignalSettings, write_manifest
 from ..generations import IndexWriter
-from ..hashing import HASH_NAME
+from ..hashing import HASH_NAME, hash_mask
 from ..inputs import starts_with_bom
 from ..signals import DEFAULT_CAP
 from ..stopwords import StopwordList, load_stopwords, resolve_stopwords
@@ -30,6 +30,7 @@ from .doc_ids import DocIdTable
 from .invert import Inverted, invert
 from .merge import merge_runs, write_forward
 from .runs import HashCollision
+from .strings import encode_strings
 
 MAX_SEED_ATTEMPTS = 8
 MAX_LISTED_BAD_LINES = 1000
@@ -262,8 +263,11 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
     total_entries = sum(r.n_terms for r in runs)
     with tqdm(total=total_entries, desc="ssr build: merge", unit=" terms", unit_scale=True, disable=config.quiet,
               file=sys.stderr) as merge_bar:
-        n_terms, n_postings = merge_runs(run_dir, tmp, runs, config.keep_tf, merge_bar.update, config.workers)
+        n_terms, n_postings = merge_runs(run_dir, tmp, runs, config.keep_tf, merge_bar.update, config.workers,
+                                         strings=False)
     clock.lap("merge")
+    encode_strings(run_dir, tmp, seed, int(hash_mask(config.hash_bits)))
+    clock.lap("strings")
     write_forward(run_dir, tmp, runs, keep_lengths=config.keep_tf, workers=config.workers)
     clock.lap("forward")
     id_info = ids.finish(tmp)

@@ -96,11 +96,20 @@ class DocIdTable:
 
 
 def write_id_files(out_dir: Path, ids: pa.Array) -> dict[str, Any]:
-    """doc_ids.parquet and doc_rank.npy of a segment whose ids (row = doc) are `ids`; the manifest's id settings."""
+    """doc_ids.parquet and doc_rank.npy of a segment whose ids (row = doc) are `ids`; the manifest's id settings.
+
+    When the rows are already in id order (MS MARCO's pids 0..N-1, the common case) doc_rank is the
+    identity: no file, and the manifest says `"rank": "identity"` (format 4; `format.open_segment`).
+    """
     pq.write_table(pa.table({"id": ids}), out_dir / "doc_ids.parquet")
     integer = ids_are_integer(ids)
-    save_array(out_dir, "doc_rank", rank_ids(ids, integer))
-    return {"integer": integer, "order": "integer" if integer else "string"}
+    rank = rank_ids(ids, integer)
+    info: dict[str, Any] = {"integer": integer, "order": "integer" if integer else "string"}
+    if np.array_equal(rank, np.arange(rank.shape[0], dtype=np.uint32)):
+        info["rank"] = "identity"
+    else:
+        save_array(out_dir, "doc_rank", rank)
+    return info
 
 
 def ids_are_integer(ids: pa.Array) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..format import ArrayWriter, npy_data_offset, read_slice
+from ..hashing import vocab_keys
 from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
 from ..kernels.spans import gather_spans
 from .runs import HashCollision, RunInfo, run_file
@@ -51,6 +52,7 @@ def merge_runs(
     keep_tf: bool,
     progress: Callable[[int], None] = lambda n: None,
     workers: int = 1,
+    strings: bool = True,
 ) -> tuple[int, int]:
     """Write vocab, postings, signal strings (`strings.encode_strings`) and per-run term maps; returns (V, P).
 
@@ -76,6 +78,7 @@ def merge_runs(
     string_bytes = sum(int(read_slice(run_file(run_dir, r.index, "str_off"), "int64", r.n_terms, r.n_terms + 1)[0])
                        for r in runs)  # the runs' strings: a bound on the merged ones
     vocab = ArrayWriter(out_dir, "vocab")
+    bits = int(runs[0].mask if runs else 2**64 - 1).bit_length()  # of the hashes: the keys keep 32
     indptr = ArrayWriter(out_dir, "postings_indptr", last=postings)
     docs = ArrayWriter(out_dir, "postings_docs")
     tfs = ArrayWriter(out_dir, "postings_tf") if keep_tf else None
@@ -91,7 +94,7 @@ def merge_runs(
 
     def append(m: _Bucket) -> None:
         nonlocal n_terms, n_postings, n_bytes
-        vocab.append(m.vocab)
+        vocab.append(vocab_keys(m.vocab, bits))
         indptr.append(n_postings + np.cumsum(m.df))
         docs.append(m.docs)
         if tfs is not None:
@@ -125,7 +128,8 @@ def merge_runs(
         for w in (vocab, indptr, docs, tfs, sig_off, sig_bytes):
             if w is not None:
                 w.close()
-    encode_strings(run_dir, out_dir, runs[0].seed if runs else 0, runs[0].mask if runs else 2**64 - 1)
+    if strings:  # else the caller runs `encode_strings` itself (the build times it as a phase)
+        encode_strings(run_dir, out_dir, runs[0].seed if runs else 0, runs[0].mask if runs else 2**64 - 1)
     return n_terms, n_postings
 
 

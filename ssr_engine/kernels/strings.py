@@ -1,7 +1,7 @@
 """Signal strings of terms, stored compactly (format 4): a table of literal strings plus one code per term.
 
-table: (data uint8, offsets int32 or int64[U + 1]), the literal strings (unigrams, and any
-signal that cannot be written as two of them), in term order. codes: uint64 words
+table: (data uint8, offsets int32 or int64[U + 1]), the literal strings: the unigrams in term
+order, then any signal that cannot be written as two of them. codes: uint64 words
 (`kernels.packed`) holding one value per term at 2 * bits bits: left | right << bits, table
 entries; right = 2**bits - 1 (`sentinel`) marks a literal term (its string is table entry
 left); otherwise the term is the bigram "left right" (two table strings joined by one space).
@@ -132,11 +132,11 @@ def spaces(offsets, data, lo, hi):
 
 
 @nb.njit(cache=True, parallel=True)
-def find_words(data, starts, ends, hashes, word_hashes, word_terms, offsets):
-    """The term of each span data[starts[i]:ends[i]] (hash hashes[i]) among the words, or -1.
+def find_words(data, starts, ends, hashes, word_hashes, word_data, word_offsets):
+    """The word (index into the word table) of each span data[starts[i]:ends[i]] (hash hashes[i]), or -1.
 
-    word_hashes uint64[U] sorted (the words' hashes), word_terms their term ids in the plain
-    string table (data, offsets). A hash hit counts only when the strings agree.
+    word_hashes uint64[U] sorted: the hashes of the words (word_data, word_offsets). A hash hit
+    counts only when the strings agree.
     """
     n = hashes.shape[0]
     out = np.full(n, -1, dtype=np.int64)
@@ -150,8 +150,7 @@ def find_words(data, starts, ends, hashes, word_hashes, word_terms, offsets):
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < u and word_hashes[lo] == h:
-            t = word_terms[lo]
-            if span_equal(data, starts[i], ends[i], data, offsets[t], offsets[t + 1]):
-                out[i] = t
+        if lo < u and word_hashes[lo] == h and span_equal(data, starts[i], ends[i], word_data, word_offsets[lo],
+                                                            word_offsets[lo + 1]):
+            out[i] = lo
     return out

@@ -13,40 +13,46 @@ import numba as nb
 import numpy as np
 
 from .strings import sound, term_equal
-from .validate import search_checked
+from .validate import block_sound, search_checked
 
 
 @nb.njit(cache=True, nogil=True)
-def lookup(hashes, data, offsets, vocab, checked, shift, signal_bytes, signal_offsets, signal_codes, bits, indptr,
+def lookup(keys, data, offsets, vocab, checked, shift, strict, signal_bytes, signal_offsets, signal_codes, bits, indptr,
            n_postings, n_docs):
-    """Term id and df of each signal (span i of (data, offsets), hash hashes[i]); -1 and 0 when unknown.
+    """Term id and df of each signal (span i of (data, offsets), vocabulary key keys[i]); -1 and 0 when unknown.
 
-    vocab uint64[V] (sorted hashes; blocks of 2**shift entries checked once, remembered in
-    `checked`, as `validate.search_checked`); signal_bytes/signal_offsets/signal_codes/bits: the
-    terms' strings (`kernels.strings`);
-    indptr int64[V + 1] over n_postings postings of n_docs documents. A hash hit is a term only
-    when the strings agree. Returns (terms int64[n], df int64[n], ok): ok False when the
-    vocabulary or a hit term's offsets are out of order or range (nothing may be trusted then).
+    vocab uint32 or uint64[V] (sorted keys, `format.Index.keys_of`; blocks of 2**shift entries
+    checked once, remembered in `checked`, as `validate.search_checked`, strict for hashes);
+    signal_bytes,
+    signal_offsets, signal_codes, bits: the terms' strings (`kernels.strings`); indptr int[V + 1]
+    over n_postings postings of n_docs documents. Every entry with the signal's key is a candidate
+    (keys of 32 bits repeat); it is the term only when the strings agree. Returns (terms int64[n],
+    df int64[n], ok): ok False when the vocabulary or a candidate's offsets are out of order or
+    range (nothing may be trusted then).
     """
-    n = hashes.shape[0]
+    n = keys.shape[0]
     terms = np.full(n, -1, dtype=np.int64)
     df = np.zeros(n, dtype=np.int64)
-    if n == 0 or vocab.shape[0] == 0:
+    v = vocab.shape[0]
+    if n == 0 or v == 0:
         return terms, df, True
-    pos, bad = search_checked(vocab, hashes, checked, shift)
+    pos, bad = search_checked(vocab, keys, checked, shift, strict)
     if bad >= 0:
         return terms, df, False
     n_bytes = signal_bytes.shape[0]
     for i in range(n):
         p = pos[i]
-        if p >= vocab.shape[0] or vocab[p] != hashes[i]:
-            continue
-        a, b = indptr[p], indptr[p + 1]
-        # validate.check_terms' conditions, for the same terms
-        if a < 0 or b < a or b > n_postings or b - a > n_docs or not sound(signal_offsets, n_bytes, signal_codes,
-                                                                            bits, p):
-            return terms, df, False
-        if term_equal(data, offsets[i], offsets[i + 1], signal_bytes, signal_offsets, signal_codes, bits, p):
-            terms[i] = p
-            df[i] = b - a
+        while p < v and vocab[p] == keys[i]:
+            if block_sound(vocab, p >> shift, shift, checked, strict) >= 0:
+                return terms, df, False
+            a, b = indptr[p], indptr[p + 1]
+            # validate.check_terms' conditions, for the same terms
+            if a < 0 or b < a or b > n_postings or b - a > n_docs or not sound(signal_offsets, n_bytes, signal_codes,
+                                                                                bits, p):
+                return terms, df, False
+            if term_equal(data, offsets[i], offsets[i + 1], signal_bytes, signal_offsets, signal_codes, bits, p):
+                terms[i] = p
+                df[i] = b - a
+                break
+            p += 1
     return terms, df, True

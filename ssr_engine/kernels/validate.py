@@ -88,11 +88,13 @@ def first_zero(a):
     return _first(found)
 
 
-@nb.njit(cache=True)
-def _block_sound(vocab, b, shift, checked):
+@nb.njit(cache=True, nogil=True)
+def block_sound(vocab, b, shift, checked, strict=True):
     """Check block b strictly increasing and ordered against both neighbouring entries, once.
 
-    Returns the first i with vocab[i + 1] <= vocab[i], or -1 (and remembers the block as sound).
+    Returns the first i with vocab[i + 1] <= vocab[i] (not strict: <), or -1 (and remembers the
+    block as sound). Format 4's vocabulary keeps 32 bits of each hash: equal neighbours are
+    allowed there (strict False), a look-up compares the strings of every entry with the key.
     """
     if checked[b]:
         return -1
@@ -100,22 +102,23 @@ def _block_sound(vocab, b, shift, checked):
     lo = b << shift
     hi = min(lo + (1 << shift), n - 1)
     for i in range(max(lo - 1, 0), hi):
-        if vocab[i + 1] <= vocab[i]:
+        if vocab[i + 1] < vocab[i] or (strict and vocab[i + 1] == vocab[i]):
             return i
     checked[b] = 1
     return -1
 
 
 @nb.njit(cache=True)
-def search_checked(vocab, hashes, checked, shift):
+def search_checked(vocab, hashes, checked, shift, strict=True):
     """np.searchsorted(vocab, hashes) (side left), checking every vocabulary block it reads.
 
-    vocab uint64[V]; hashes uint64[n]; checked uint8[(V >> shift) + 1], the blocks of 2**shift
-    entries already found strictly increasing (kept by the caller across calls). Every entry a
+    vocab uint32 or uint64[V] (keys, `format.Index.keys_of`); hashes: keys of the same width, [n];
+    checked uint8[(V >> shift) + 1], the blocks of 2**shift entries already found sorted (kept by
+    the caller across calls); strict: equal neighbours are a defect (True for hashes). Every entry a
     search compares is then ordered against its neighbours, so one wrong entry anywhere is either
     found here or leaves the vocabulary sorted: it cannot steer a search away from a term
     (several coordinated edits can; `verify` checks the whole array). Returns (positions
-    int64[n], the first defect i with vocab[i + 1] <= vocab[i], or -1).
+    int64[n], the first defect i with vocab[i + 1] <= vocab[i] (not strict: <), or -1).
     """
     n = vocab.shape[0]
     pos = np.empty(hashes.shape[0], dtype=np.int64)
@@ -124,7 +127,7 @@ def search_checked(vocab, hashes, checked, shift):
         lo, hi = 0, n
         while lo < hi:
             mid = (lo + hi) >> 1
-            bad = _block_sound(vocab, mid >> shift, shift, checked)
+            bad = block_sound(vocab, mid >> shift, shift, checked, strict)
             if bad >= 0:
                 return pos, bad
             if vocab[mid] < h:
@@ -132,11 +135,11 @@ def search_checked(vocab, hashes, checked, shift):
             else:
                 hi = mid
         if lo < n:  # the entry compared for equality: its block may differ from the last probe's
-            bad = _block_sound(vocab, lo >> shift, shift, checked)
+            bad = block_sound(vocab, lo >> shift, shift, checked, strict)
             if bad >= 0:
                 return pos, bad
         if lo > 0:  # and the one before it, which the search may not have read
-            bad = _block_sound(vocab, (lo - 1) >> shift, shift, checked)
+            bad = block_sound(vocab, (lo - 1) >> shift, shift, checked, strict)
             if bad >= 0:
                 return pos, bad
         pos[j] = lo
