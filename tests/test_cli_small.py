@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 
 from hypothesis import given, settings
@@ -34,6 +36,20 @@ def test_signals_command_prints_the_signals(capsys, tmp_path):
 def test_signals_command_bad_input_exits_2(capsys, tmp_path):
     assert main(["signals", "--stopwords", str(tmp_path / "missing.txt"), "text"]) == 2
     assert "missing.txt" in capsys.readouterr().err
+
+
+def test_the_program_exits_with_mains_status_after_all_its_output(tmp_path):
+    # `python -m ssr_engine` ends through cli.exit_process (os._exit after flushing): the status is
+    # main's, and a large output through a pipe arrives whole
+    texts = [f"text number {i} with words w{i} w{i + 1}" for i in range(3000)]
+    args = tmp_path / "args.txt"
+    proc = subprocess.run([sys.executable, "-m", "ssr_engine", "signals", *texts], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:-1] == ["\t".join(sorted(signals(t))) for t in texts]
+    bad = subprocess.run([sys.executable, "-m", "ssr_engine", "signals", "--stopwords", str(args), "x"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "args.txt" in bad.stderr
 
 
 def test_agents_generate_writes_a_registry_that_finds_its_gold_cards(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> (module, one-line help). Modules import only argparse at top level; the work
@@ -66,3 +67,29 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"ssr {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def entry() -> None:
+    """The `ssr` program (console script and `python -m ssr_engine`): `main`, then `exit_process`."""
+    exit_process(main())
+
+
+def exit_process(code: int) -> None:
+    """End the process with `code` once its output is flushed, skipping the interpreter's teardown.
+
+    Why: native thread pools left running by libraries (Arrow's Parquet reader threads, Numba's
+    OpenMP team) are destroyed during teardown, and now and then that aborts a process whose work
+    is done ("terminate called without an active exception", exit 134; apache/arrow#34314; seen
+    in about one in a few hundred of our CLI runs). Every file the command writes is complete and
+    synced before `main` returns, so the teardown has nothing left to do but a Ray instance this
+    process started, which is shut down first.
+    """
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        ray.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`ssr search ... | head`) or stream: nothing more to say
+            pass
+    os._exit(code)
