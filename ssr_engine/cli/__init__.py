@@ -41,6 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def print_report(report: dict, as_json: bool, line: str) -> None:
+    """A write command's report (add, delete, compact): JSON on stdout with --json, else `line` for a
+    person on stderr (stdout stays free for pipes)."""
+    if as_json:
+        import json
+
+        print(json.dumps(report))
+    else:
+        print(line, file=sys.stderr)
+
+
 def _version() -> str:
     from .. import __version__
 
