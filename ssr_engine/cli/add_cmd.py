@@ -26,5 +26,5 @@ def run(args: argparse.Namespace) -> int:
     report = LiveIndex(args.index, quiet=args.quiet, workers=args.workers, chunk_docs=args.chunk_docs).add(
         collection=args.collection, fmt=args.fmt, upsert=args.upsert, skip_bad_lines=args.skip_bad_lines)
     print_report(report, args.json, f"added {report['added']} documents to {args.index} as {report['segment']} "
-                 f"({report['replaced']} replaced), generation {report['generation']}, {report['seconds']} s")
+                 f"({report['replaced']} replaced), generation {report['generation']}")
     return 0

@@ -29,5 +29,5 @@ def run(args: argparse.Namespace) -> int:
         report = LiveIndex(args.index, quiet=args.quiet, workers=args.workers, chunk_docs=args.chunk_docs).compact()
     print_report(report, args.json, f"compacted {args.index}: {report['segments_before']} segments -> 1, "
                  f"{report['documents']} documents ({report['dropped']} deleted dropped), "
-                 f"generation {report['generation']}, {report['seconds']} s")
+                 f"generation {report['generation']}")
     return 0

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = LiveIndex(args.index).delete(read_ids(args.ids))
     print_report(report, args.json, f"deleted {report['deleted']} documents from {args.index}, "
-                 f"generation {report['generation']}, {report['seconds']} s")
+                 f"generation {report['generation']}")
     if report["unknown"]:
         shown = ", ".join(repr(i) for i in report["unknown_ids"][:10])
         more = f" and {report['unknown'] - 10} more" if report["unknown"] > 10 else ""
