@@ -22,14 +22,21 @@ _S33 = np.uint64(33)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
+def xorshift_multiply(h, s1, m1, s2, m2, s3):
+    """h ^= h >> s1; h *= m1; h ^= h >> s2; h *= m2; h ^= h >> s3 (uint64, modulo 2**64): the shape of
+    MurmurHash3's fmix64 and of splitmix64's output mix (`datagen.collection`); the constants make
+    each, and each set is frozen by its own contract (an index's hashes, a generated collection)."""
+    h ^= h >> s1
+    h *= m1
+    h ^= h >> s2
+    h *= m2
+    return h ^ (h >> s3)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
 def fmix64(h):
-    h = np.uint64(h)
-    h ^= h >> _S33
-    h *= _M1
-    h ^= h >> _S33
-    h *= _M2
-    h ^= h >> _S33
-    return h
+    """MurmurHash3's 64-bit finaliser."""
+    return xorshift_multiply(np.uint64(h), _S33, _M1, _S33, _M2, _S33)
 
 
 @nb.njit(cache=True, nogil=True)

@@ -2,7 +2,10 @@
 
 A kernel module is *cold* when Numba's cache directory holds no index file (`*.nbi`) of it:
 nothing of it was ever compiled and cached there, so its first call compiles. Checking costs a
-directory listing per module (the modules are imported, nothing is compiled).
+directory listing per module (the modules are imported, nothing is compiled). Announcing leaves a
+marker (`NAME.ssr-announced`) beside the cache of each cold module: a module that a workflow never
+compiles (`kernels.merge` for one-run builds, `kernels.bm25` on SSR indexes) would otherwise stay cold
+and repeat the notice on every command.
 """
 
 from __future__ import annotations
@@ -18,12 +21,21 @@ NOTICE = "compiling kernels (first run only, ~30 s)"
 BUILD = ("ssr_engine.kernels.text", "ssr_engine.kernels.indexing", "ssr_engine.kernels.merge", "ssr_engine.hashing")
 SEARCH = ("ssr_engine.kernels.ssr", "ssr_engine.kernels.levels", "ssr_engine.kernels.probe", "ssr_engine.kernels.bm25",
           "ssr_engine.kernels.text", "ssr_engine.hashing")
+# the `ssr` subcommands that call kernels, and which
+COMMANDS = {"build-index": BUILD, "search": SEARCH, "evaluate": SEARCH, "agents": BUILD + SEARCH,
+            "demo": BUILD + SEARCH}
+MARKER = "ssr-announced"
 
 _announced = False
 
 
 def cold_modules(modules: tuple[str, ...]) -> list[str]:
-    """The modules among `modules` of which Numba's cache holds nothing yet."""
+    """The modules among `modules` of which Numba's cache holds nothing yet (and not announced)."""
+    return [name for name, _ in _cold(modules)]
+
+
+def _cold(modules: tuple[str, ...]) -> list[tuple[str, Path]]:
+    """(module, marker path) of each cold module."""
     cold = []
     for name in modules:
         try:
@@ -40,17 +52,26 @@ def cold_modules(modules: tuple[str, ...]) -> list[str]:
         if cache_dir is None:
             continue
         stem = Path(module.__file__ or name).stem
-        if not cache_dir.is_dir() or not any(cache_dir.glob(f"{stem}.*.nbi")):
-            cold.append(name)
+        marker = cache_dir / f"{stem}.{MARKER}"
+        if not cache_dir.is_dir() or not (marker.exists() or any(cache_dir.glob(f"{stem}.*.nbi"))):
+            cold.append((name, marker))
     return cold
 
 
 def announce_compile(modules: tuple[str, ...] = BUILD + SEARCH, quiet: bool = False,
                      stream: TextIO | None = None) -> bool:
-    """Print NOTICE (once per process, to stderr) when a kernel module is cold; True if printed."""
+    """Print NOTICE (once per process, to stderr) when a kernel module is cold, and mark the cold
+    modules announced; True if printed."""
     global _announced
-    if quiet or _announced or not cold_modules(modules):
+    cold = [] if quiet or _announced else _cold(modules)
+    if not cold:
         return False
     _announced = True
     print(f"ssr: {NOTICE}", file=stream or sys.stderr, flush=True)
+    for _, marker in cold:
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        except OSError:  # a read-only cache: the notice is then shown again next time, nothing worse
+            pass
     return True

@@ -168,6 +168,8 @@ def test_compact_carries_the_card_stores(tmp_path, capsys):
     assert [c.original() for c in again.cards()] == [c.original() for c in live.cards()]
     # compacting a compact registry writes nothing
     assert again.compact()["generation"] == commit.generation
+    assert main(["compact", "--index", str(tmp_path / "reg")]) == 0  # a line for a person (no seconds here)
+    assert f"compacted {tmp_path / 'reg'}: 1 segments -> 1, 48 documents" in capsys.readouterr().err
     assert not is_registry(tmp_path / "nothing")
 
 

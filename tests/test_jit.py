@@ -37,3 +37,16 @@ def test_notice_on_a_cold_cache_only(tmp_path):
                      "'ssr: compiling kernels (first run only, ~30 s)\\n' ['ssr_engine.kernels.ssr']")
     # a new process over the same cache: hashing is cached now, no notice for it
     assert run(tmp_path).startswith("['ssr_engine.kernels.ssr'] False False '' ")
+
+
+def test_a_module_announced_but_never_compiled_is_not_announced_again(tmp_path):
+    """kernels.merge stays uncompiled after one-run builds, kernels.bm25 on SSR indexes: once told, a
+    cold module does not repeat the notice on every command."""
+    script = ("import io, sys; from ssr_engine import jit; out = io.StringIO(); "
+              "print(jit.announce_compile(('ssr_engine.kernels.merge',), stream=out), "
+              "jit.cold_modules(('ssr_engine.kernels.merge',)))")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True,
+                           timeout=600).stdout.strip() for _ in range(2)]
+    assert runs == ["True []", "False []"]
+    assert list(tmp_path.rglob("merge.ssr-announced")) and not list(tmp_path.rglob("*.nbi"))

@@ -6,18 +6,23 @@ import os
 import subprocess
 import sys
 import textwrap
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kernel_cases import (
+    assert_deleted_never_rank,
+    assert_long_queries_take_the_union,
+    assert_same_bytes,
+    assert_threads_agree_and_corrupt_postings_raise,
+)
 from test_kernels import Arrays, corpus_st, queries_st
 from test_prune import assert_equals_reference, tie_heavy_ref
 
 from ssr_engine.kernels import levels, probe
 from ssr_engine.kernels import ssr as kernels
-from ssr_engine.kernels.candidates import CorruptIndexData
 from ssr_engine.reference import ReferenceIndex
 
 
@@ -56,18 +61,11 @@ def test_levels_with_heavy_ties(n_docs, n_words, seed, k, block, buffer):
     queries = [" ".join(f"t{w}" for w in rng.choice(n_words, size=rng.integers(1, n_words + 1), replace=False))
                for _ in range(8)]
     check(arrays, queries, k, block=block, buffer=buffer)
-    for u, p in zip(union(arrays, queries, k, block=block), run(arrays, queries, k, block=block, buffer=buffer),
-                    strict=True):
-        assert u.tobytes() == p.tobytes()
+    assert_same_bytes(union(arrays, queries, k, block=block), run(arrays, queries, k, block=block, buffer=buffer))
 
 
 def test_long_queries_take_the_heap_union():
-    ref = tie_heavy_ref(300, 40, 4, cap=400)
-    arrays = Arrays(ref)
-    long_query = " ".join(f"t{w}" for w in range(40))
-    assert len(arrays.batch([long_query])[1]) > levels.MAX_TERMS
-    for k in (None, 1, 5, 50, 1000):
-        check(arrays, [long_query, "t1 t2 t3", ""], k, buffer=1)
+    assert_long_queries_take_the_union(run, buffer=1)
 
 
 def test_deleted_documents_never_rank():
@@ -76,11 +74,7 @@ def test_deleted_documents_never_rank():
     rng = np.random.default_rng(8)
     live = rng.random(ref.n_docs) < 0.7
     queries = [" ".join(f"t{w}" for w in rng.choice(12, size=rng.integers(1, 12), replace=False)) for _ in range(50)]
-    for k in (1, 10, 300):
-        got = run(arrays, queries, k, live=live, buffer=1)
-        assert live[got[1]].all()
-        for u, p in zip(union(arrays, queries, k, live=live), got, strict=True):
-            assert u.tobytes() == p.tobytes()
+    assert_deleted_never_rank(partial(run, buffer=1), union, arrays, queries, live)
 
 
 def test_threads_agree_and_corrupt_postings_raise():
@@ -88,16 +82,8 @@ def test_threads_agree_and_corrupt_postings_raise():
     arrays = Arrays(ref)
     rng = np.random.default_rng(2)
     queries = [" ".join(f"t{w}" for w in rng.choice(12, size=rng.integers(0, 12), replace=False)) for _ in range(100)]
-    outs = [[a.tobytes() for a in run(arrays, queries, 10, n_chunks=n)] for n in (1, 2, 3)]
-    assert outs[0] == outs[1] == outs[2]
     query = " ".join(f"t{w}" for w in range(12))
-    t = arrays.batch([query])[1][0]
-    arrays.docs[arrays.indptr[t + 1] - 1] = ref.n_docs + 5  # a posting past N
-    with pytest.raises(CorruptIndexData):
-        run(arrays, [query] * 4, 10)
-    arrays.docs[arrays.indptr[t + 1] - 1] = arrays.docs[arrays.indptr[t]]  # not ascending
-    with pytest.raises(CorruptIndexData):
-        run(arrays, [query] * 4, 10)
+    assert_threads_agree_and_corrupt_postings_raise(run, arrays, queries, query, arrays.batch([query])[1][0])
 
 
 def _ranks_before(s, m, key, bar):

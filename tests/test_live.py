@@ -206,6 +206,8 @@ def test_cli_add_delete_compact_index_info(tmp_path, capsys):
     assert "already in the index; use --upsert" in capsys.readouterr().err
     assert read_commit(index).generation == 1
     assert cli(["add", "--index", str(index), "--collection", str(more), "--quiet", "--upsert"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "added 2 documents" in err and "(1 replaced), generation 2" in err
     ids = tmp_path / "ids.txt"
     ids.write_text("4\n5\nnope\n4\n\n", encoding="utf-8")
     assert cli(["delete", "--index", str(index), "--ids", str(ids)]) == 0
@@ -217,7 +219,8 @@ def test_cli_add_delete_compact_index_info(tmp_path, capsys):
     assert [(s["documents"], s["live"], s["deleted"]) for s in info["segments"]] == [(40, 37, 3), (2, 2, 0)]
     assert cli(["index-info", str(index)]) == 0
     assert "seg-2" in capsys.readouterr().out
-    assert cli(["compact", "--index", str(index), "--quiet"]) == 0
+    assert cli(["compact", "--index", str(index), "--quiet", "--json"]) == 0
+    assert __import__("json").loads(capsys.readouterr().out)["segments_before"] == 2
     assert len(read_commit(index).segments) == 1
     assert cli(["verify", str(index)]) == 0
     bad = tmp_path / "bad.txt"

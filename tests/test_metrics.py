@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from conftest import IR_NAMES, ir_measures, needs_ir_measures
 
@@ -118,7 +119,6 @@ def test_denominators_and_reported_queries():
 
 
 def test_default_query_set_is_the_run_and_arrays_work():
-    np = pytest.importorskip("numpy")
     ev = evaluate_run({"q1": np.array(["b", "a"]), "q2": np.array([], dtype=str)}, {"q1": {"a": 2}, "q2": {"a": 1}})
     assert ev.metrics["MRR@10"] == 0.25
     assert ev.empty == ["q2"]

@@ -99,13 +99,23 @@ def test_metatool_counts(tmp_path, capsys):
     assert stats["tools_with_queries"] == 199
 
 
-def test_metatool_unknown_tool(tmp_path, capsys):
-    d = tmp_path / "metatool"
+def refused(tmp_path, capsys, dataset: str, files: dict[str, str]) -> str:
+    """Run `prepare_real.py DATASET` on a source folder holding `files` (name: text): it exits 2,
+    writes nothing, and the error is returned."""
+    d = tmp_path / dataset
     d.mkdir()
-    (d / "plugin_des.json").write_text('{"calc": "A calculator."}')
-    (d / "all_clean_data.csv").write_text('Query,Tool\n"add 2, 3",calc\nweather?,weather\n')
-    assert pr.main(["metatool", "--out", str(tmp_path / "o"), "--source", str(tmp_path)]) == 2
-    assert "all_clean_data.csv:3: tool 'weather' is not in plugin_des.json" in capsys.readouterr().err
+    for name, text in files.items():
+        (d / name).write_text(text)
+    assert pr.main([dataset, "--out", str(tmp_path / "o"), "--source", str(tmp_path)]) == 2
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+    return capsys.readouterr().err
+
+
+def test_metatool_unknown_tool(tmp_path, capsys):
+    files = {"plugin_des.json": '{"calc": "A calculator."}',
+             "all_clean_data.csv": 'Query,Tool\n"add 2, 3",calc\nweather?,weather\n'}
+    err = refused(tmp_path, capsys, "metatool", files)
+    assert "all_clean_data.csv:3: tool 'weather' is not in plugin_des.json" in err
 
 
 def test_msmarco_dev_small_counts(tmp_path, capsys, msmarco_source):
@@ -120,9 +130,6 @@ def test_msmarco_dev_small_counts(tmp_path, capsys, msmarco_source):
 
 
 def test_duplicate_query_ids_rejected(tmp_path, capsys):
-    d = tmp_path / "msmarco-dev-small"
-    d.mkdir()
-    (d / "queries.dev.small.tsv").write_text("1\ta\n1\tb\n")
-    (d / "qrels.dev.small.trec").write_text("1 0 5 1\n")
-    assert pr.main(["msmarco-dev-small", "--out", str(tmp_path / "o"), "--source", str(tmp_path)]) == 2
-    assert "duplicate query id '1'" in capsys.readouterr().err
+    err = refused(tmp_path, capsys, "msmarco-dev-small", {"queries.dev.small.tsv": "1\ta\n1\tb\n",
+                                                          "qrels.dev.small.trec": "1 0 5 1\n"})
+    assert "duplicate query id '1'" in err

@@ -4,15 +4,21 @@ reference and the levels kernel, bit for bit; and proof that it prunes."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kernel_cases import (
+    assert_deleted_never_rank,
+    assert_long_queries_take_the_union,
+    assert_same_bytes,
+    assert_threads_agree_and_corrupt_postings_raise,
+    tie_queries,
+)
 from test_kernels import Arrays, corpus_st, queries_st
 from test_levels import check_bars
+from test_levels import run as by_levels
 from test_prune import assert_equals_reference, tie_heavy_ref
 
 from ssr_engine.kernels import levels, probe
-from ssr_engine.kernels.candidates import CorruptIndexData
 from ssr_engine.reference import ReferenceIndex
 
 # every query of two or more terms tries pruning, and probes are cheap (the default rule leaves small
@@ -25,19 +31,6 @@ def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
     fi = arrays.fwd_indptr if forward else np.zeros(0, dtype=np.int64)
     return probe.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, fi,
                               arrays.fwd_terms, off, terms, weights, k, rule=rule, **kw)
-
-
-def by_levels(arrays: Arrays, queries, k, **kw):
-    off, terms, weights = arrays.batch(queries)
-    return levels.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights,
-                               k, **kw)
-
-
-def tie_queries(n_words, seed, count=8, longest=None):
-    rng = np.random.default_rng(seed)
-    hi = n_words if longest is None else min(n_words, longest)
-    return [" ".join(f"t{w}" for w in rng.choice(n_words, size=rng.integers(1, hi + 1), replace=False))
-            for _ in range(count)]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -61,8 +54,7 @@ def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block, ordered):
     queries = tie_queries(n_words, seed + 1, longest=levels.MAX_TERMS)
     got = run(arrays, queries, k, block=block, monotone=ordered)
     assert_equals_reference(arrays, queries, k, got)
-    for a, b in zip(by_levels(arrays, queries, k, block=block), got, strict=True):
-        assert a.tobytes() == b.tobytes()
+    assert_same_bytes(by_levels(arrays, queries, k, block=block), got)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -95,9 +87,7 @@ def test_one_light_list_and_rare_ones_finish_without_levels():
         if k <= 10:  # the light list is read only as far as the top k needs
             assert (stats[several, 3] == 0).all() and (stats[several, 0] < total[several]).all(), stats
         live = rng.random(n) < 0.8
-        for a, b in zip(by_levels(arrays, queries, k, live=live), run(arrays, queries, k, monotone=True, live=live),
-                        strict=True):
-            assert a.tobytes() == b.tobytes()
+        assert_same_bytes(by_levels(arrays, queries, k, live=live), run(arrays, queries, k, monotone=True, live=live))
 
 
 def test_it_prunes_and_its_stats_count():
@@ -128,38 +118,19 @@ def test_it_prunes_and_its_stats_count():
 
 
 def test_long_queries_and_every_candidate_take_the_union():
-    ref = tie_heavy_ref(300, 40, 4, cap=400)
-    arrays = Arrays(ref)
-    long_query = " ".join(f"t{w}" for w in range(40))
-    assert len(arrays.batch([long_query])[1]) > levels.MAX_TERMS
-    for k in (None, 1, 5, 50, 1000):
-        assert_equals_reference(arrays, [long_query, "t1 t2 t3", ""], k, run(arrays, [long_query, "t1 t2 t3", ""], k))
+    assert_long_queries_take_the_union(run)
 
 
 def test_deleted_documents_never_rank():
     ref = tie_heavy_ref(2000, 12, 3)
     arrays = Arrays(ref)
-    rng = np.random.default_rng(8)
-    live = rng.random(ref.n_docs) < 0.7
-    queries = tie_queries(12, 9, count=50)
-    for k in (1, 10, 300):
-        got = run(arrays, queries, k, live=live)
-        assert live[got[1]].all()
-        for a, b in zip(by_levels(arrays, queries, k, live=live), got, strict=True):
-            assert a.tobytes() == b.tobytes()
+    live = np.random.default_rng(8).random(ref.n_docs) < 0.7
+    assert_deleted_never_rank(run, by_levels, arrays, tie_queries(12, 9, count=50), live)
 
 
 def test_threads_agree_and_corrupt_postings_raise():
     ref = tie_heavy_ref(3000, 12, 9)
     arrays = Arrays(ref)
-    queries = tie_queries(12, 2, count=100)
-    outs = [[a.tobytes() for a in run(arrays, queries, 10, n_chunks=n)] for n in (1, 2, 3)]
-    assert outs[0] == outs[1] == outs[2]
     query = " ".join(f"t{w}" for w in range(12))
     heaviest = arrays.batch([query])[1][-1]  # the rarest list: always read by the probing path
-    arrays.docs[arrays.indptr[heaviest + 1] - 1] = ref.n_docs + 5  # a posting past N
-    with pytest.raises(CorruptIndexData):
-        run(arrays, [query] * 4, 10)
-    arrays.docs[arrays.indptr[heaviest + 1] - 1] = arrays.docs[arrays.indptr[heaviest]]  # not ascending
-    with pytest.raises(CorruptIndexData):
-        run(arrays, [query] * 4, 10)
+    assert_threads_agree_and_corrupt_postings_raise(run, arrays, tie_queries(12, 2, count=100), query, heaviest)

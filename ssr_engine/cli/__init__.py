@@ -25,10 +25,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-# commands that call Numba kernels: told "compiling kernels" when Numba's cache is cold
-_COMPILING = ("demo", "build-index", "search", "evaluate", "agents")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ssr", description="SSR, the Structural Signal Retriever.")
     parser.add_argument("--version", action="version", version="ssr_engine " + _version())
@@ -39,6 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
         mod.add_arguments(p)
         p.set_defaults(_module=mod)
     return parser
+
+
+def print_report(report: dict, as_json: bool, line: str) -> None:
+    """A write command's report (add, delete, compact): JSON on stdout with --json, else `line` and
+    the report's seconds (a registry's compaction has none) for a person on stderr (stdout stays free
+    for pipes)."""
+    if as_json:
+        import json
+
+        print(json.dumps(report))
+    else:
+        print(line + (f", {report['seconds']} s" if "seconds" in report else ""), file=sys.stderr)
 
 
 def _version() -> str:
@@ -54,11 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     from ..errors import SsrError
+    from ..jit import COMMANDS, announce_compile  # commands that call Numba kernels: told when they compile
 
-    if args.command in _COMPILING:
-        from ..jit import announce_compile
-
-        announce_compile(quiet=bool(getattr(args, "quiet", False)))
+    if args.command in COMMANDS:
+        announce_compile(COMMANDS[args.command], quiet=bool(getattr(args, "quiet", False)))
     try:
         return int(args._module.run(args) or 0)
     except SsrError as exc:

@@ -20,17 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-
     from ..live import LiveIndex
+    from . import print_report
 
     report = LiveIndex(args.index, quiet=args.quiet, workers=args.workers, chunk_docs=args.chunk_docs).add(
         collection=args.collection, fmt=args.fmt, upsert=args.upsert, skip_bad_lines=args.skip_bad_lines)
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(f"added {report['added']} documents to {args.index} as {report['segment']} "
-              f"({report['replaced']} replaced), generation {report['generation']}, {report['seconds']} s",
-              file=sys.stderr)
+    print_report(report, args.json, f"added {report['added']} documents to {args.index} as {report['segment']} "
+                 f"({report['replaced']} replaced), generation {report['generation']}")
     return 0

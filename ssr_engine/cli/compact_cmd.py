@@ -15,11 +15,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-
     from ..agents.live import LiveRegistry, is_registry
     from ..live import LiveIndex
+    from . import print_report
 
     if is_registry(args.index):  # its card stores must follow the cards: the registry compacts itself
         registry = LiveRegistry.open(args.index)
@@ -29,10 +27,7 @@ def run(args: argparse.Namespace) -> int:
             registry.close()
     else:
         report = LiveIndex(args.index, quiet=args.quiet, workers=args.workers, chunk_docs=args.chunk_docs).compact()
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(f"compacted {args.index}: {report['segments_before']} segments -> 1, {report['documents']} documents "
-              f"({report['dropped']} deleted dropped), generation {report['generation']}, {report['seconds']} s",
-              file=sys.stderr)
+    print_report(report, args.json, f"compacted {args.index}: {report['segments_before']} segments -> 1, "
+                 f"{report['documents']} documents ({report['dropped']} deleted dropped), "
+                 f"generation {report['generation']}")
     return 0

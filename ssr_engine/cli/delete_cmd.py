@@ -41,17 +41,14 @@ def _read(path: str) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import sys
 
     from ..live import LiveIndex
+    from . import print_report
 
     report = LiveIndex(args.index).delete(read_ids(args.ids))
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(f"deleted {report['deleted']} documents from {args.index}, generation {report['generation']}, "
-              f"{report['seconds']} s", file=sys.stderr)
+    print_report(report, args.json, f"deleted {report['deleted']} documents from {args.index}, "
+                 f"generation {report['generation']}")
     if report["unknown"]:
         shown = ", ".join(repr(i) for i in report["unknown_ids"][:10])
         more = f" and {report['unknown'] - 10} more" if report["unknown"] > 10 else ""

@@ -53,6 +53,7 @@ import numpy as np
 from ..atomic import atomic_write, write_text
 from ..datasets import qrels_fields
 from ..errors import InputError, SsrError
+from ..hashing import xorshift_multiply
 from ..stopwords import STOPWORDS_V1
 
 GENERATOR_ID = "ssr-synthetic-v1"
@@ -230,9 +231,9 @@ _U11 = np.uint64(11)
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def _mix(z):
-    z = (z ^ (z >> _U30)) * _MIX1
-    z = (z ^ (z >> _U27)) * _MIX2
-    return z ^ (z >> _U31)
+    """splitmix64's output mix (Stafford's Mix13): the shape of `hashing.fmix64` with other shifts and
+    multipliers; these are part of GENERATOR_ID's output, as fmix64's are of an index's hashes."""
+    return xorshift_multiply(z, _U30, _MIX1, _U27, _MIX2, _U31)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

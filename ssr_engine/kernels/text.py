@@ -111,7 +111,11 @@ def _tokenize_value(data, start, end, low, low_pos, tok_start, tok_len, tok_k1, 
 
 @nb.njit(cache=True, nogil=True)
 def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
-    """Stable merge sort of token indexes by token string (packed keys; bytes past 16)."""
+    """Stable merge sort of token indexes by token string (packed keys; bytes past 16).
+
+    The same bottom-up merge as `merge._sort_group` (ids), kept apart: a shared sort would take
+    its comparison as a function argument, and this one's is written inline (two packed keys,
+    then lengths, then bytes) for the reason given above `_tokenize_value`."""
     width = 1
     src = order
     dst = tmp
