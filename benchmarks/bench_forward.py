@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -26,17 +28,9 @@ from ssr_engine.kernels.forward import PLAIN, width_for
 from ssr_engine.kernels.packed import pack32
 from ssr_engine.kernels.ssr import exhaustive_batch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def interleaved(fns, repeat: int):
-    """Each function's last output and best CPU time, the functions called in turn `repeat` times."""
-    outs = [None] * len(fns)
-    times = [float("inf")] * len(fns)
-    for _ in range(repeat):
-        for i, fn in enumerate(fns):
-            t = time.process_time()
-            outs[i] = fn()
-            times[i] = min(times[i], time.process_time() - t)
-    return outs, times
+from bench_probe import interleaved  # noqa: E402  (each function's best CPU time, called in turn)
 
 
 def main(argv: list[str] | None = None) -> None:
