@@ -275,15 +275,16 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
                                          strings=False)
     clock.lap("merge")
     # the strings step (one core for most of it) reads the merge's string table, the forward step the
-    # runs, the ids their table: independent, so the strings run beside the other two
+    # runs: independent, so the strings run beside the forward rows. Not beside the ids (their table
+    # and sort): together they passed 2 GiB at 8.8M (benchmarks/RESULTS.md)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssr-strings") as pool:
         strings = pool.submit(_timed, encode_strings, run_dir, tmp, seed, int(hash_mask(config.hash_bits)))
         write_forward(run_dir, tmp, runs, keep_lengths=config.keep_tf, n_terms=n_terms, workers=config.workers)
         clock.lap("forward")
-        id_info = ids.finish(tmp)
-        clock.lap("ids")
-        clock.phases["strings"] = strings.result()  # its own seconds, overlapped with forward and ids
+        clock.phases["strings"] = strings.result()  # its own seconds, overlapped with the forward rows
         clock.lap("strings_wait")
+    id_info = ids.finish(tmp)
+    clock.lap("ids")
     shutil.rmtree(run_dir)
     clock.lap("remove_runs")
     return {
