@@ -91,7 +91,7 @@ def tail(searcher, texts, k) -> dict:
         qb = searcher.query_batch([q])
         stats = np.zeros((1, probe.STATS), dtype=np.int64)
         c0 = time.thread_time()
-        probe.search_batch(indptr, docs, doc_rank, searcher.n_docs, ix.forward_indptr, ix.forward_terms, qb.offsets,
+        probe.search_batch(indptr, docs, doc_rank, searcher.n_docs, ix.forward_indptr, ix.forward, qb.offsets,
                            qb.terms, qb.weights, k, block=searcher.block, n_chunks=1, stats=stats, work=work,
                            monotone=monotone)
         cpu.append(time.thread_time() - c0)

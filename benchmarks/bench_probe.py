@@ -60,11 +60,11 @@ def main(argv: list[str] | None = None) -> None:
     for k in args.k:
         # warm: compile, and page in what each kernel reads
         levels.search_batch(*common, *batch, k)
-        probe.search_batch(*common, ix.forward_indptr, ix.forward_terms, *batch, k, monotone=monotone)
+        probe.search_batch(*common, ix.forward_indptr, ix.forward, *batch, k, monotone=monotone)
         stats = np.zeros((nq, probe.STATS), dtype=np.int64)
         (lv, pr), (t_lv, t_pr) = interleaved(
             [lambda k=k: levels.search_batch(*common, *batch, k),
-             lambda k=k, stats=stats: probe.search_batch(*common, ix.forward_indptr, ix.forward_terms, *batch, k,
+             lambda k=k, stats=stats: probe.search_batch(*common, ix.forward_indptr, ix.forward, *batch, k,
                                                       stats=stats, monotone=monotone)],
             args.repeat)
         stats //= args.repeat

@@ -218,7 +218,7 @@ def edits(index: Path, seg: Path, rnd: random.Random) -> list[tuple[str, str, in
         elif name == "postings_docs":
             out += [(f"{name}[{i}] = N", name, i, n), (f"{name}[{i}] = 2**32-1", name, i, 2**32 - 1),
                     (f"{name}[{i}] = {name}[{i}+1]", name, i, int(a[i + 1]))]
-        elif name == "forward_terms":
+        elif name == "forward_terms":  # format 5: entries are words of packed term ids, the edits garble 1-3 ids
             out += [(f"{name}[{i}] = V", name, i, v), (f"{name}[{i}] = {name}[{i}+1]", name, i, int(a[i + 1]))]
         elif name == "doc_rank":
             out += [(f"{name}[{i}] = {name}[{i}+1]", name, i, int(a[i + 1])), (f"{name}[{i}] = N", name, i, n)]

@@ -18,7 +18,7 @@ ARRAYS: dict[str, str] = {
     "postings_indptr": "int64",
     "postings_docs": "uint32",
     "forward_indptr": "int64",
-    "forward_terms": "uint32",
+    "forward_terms": "uint32",  # format 5: words of term ids packed at `kernels.forward.width_for(V)` bits
     "doc_rank": "uint32",
     "signal_offsets": "int64",
     "signal_bytes": "uint8",

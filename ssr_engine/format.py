@@ -11,7 +11,9 @@ lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a director
     postings_indptr.npy    off[V+1]    CSR over terms
     postings_docs.npy      uint32[P]   internal doc ids, ascending within each term
     forward_indptr.npy     off[N+1]    CSR over documents (the exhaustive mode's input)
-    forward_terms.npy      uint32[P]   term ids, ascending within each document
+    forward_terms.npy      uint32[...] term ids, ascending within each document, packed at
+                                       ceil(log2 V) bits (format 5; formats 2-4: uint32[P], one a
+                                       word); read through `Index.forward` and `kernels.forward`
     doc_rank.npy           uint32[N]   position of each document's external id in id order (format
                                        4: absent when that is the identity, manifest ids.rank)
     signal_offsets.npy     off[U+1]    the literal signal strings (unigrams), as byte spans ...
@@ -160,6 +162,24 @@ class Index(TermTable):
     _holds: list[SegmentHold] = field(default_factory=list, repr=False)
     _id_file: Any = field(default=None, repr=False)
     _vocab_checked: np.ndarray | None = field(default=None, repr=False)  # see validate.find_terms
+    forward_width: int = 0  # bits of a packed forward term id (format 5), 0 (`forward.PLAIN`): plain uint32
+
+    @property
+    def forward(self) -> tuple[np.ndarray, int]:
+        """The forward rows as the kernels take them (`kernels.forward`): (words, width)."""
+        return self.forward_terms.view(np.ndarray), self.forward_width
+
+    @property
+    def forward_length(self) -> int:
+        """Term ids in the forward rows (P, however they are stored)."""
+        return self.manifest.counts.postings if self.forward_width else self.forward_terms.shape[0]
+
+    def forward_row(self, d: int) -> np.ndarray:
+        """Document d's term ids (int64, ascending unless the index is corrupt)."""
+        from .kernels.forward import gather
+
+        a, b = int(self.forward_indptr[d]), int(self.forward_indptr[d + 1])
+        return gather(self.forward, np.array([a]), np.array([b - a]))
 
     @property
     def n_docs(self) -> int:
@@ -313,11 +333,14 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
         raise IndexFormatError(f"{directory / array_file('vocab')}: dtype {arrays['vocab'].dtype}, format 4 has uint32")
     c = manifest.counts
     n, v, p = c.documents, c.terms, c.postings
+    from .kernels.forward import PLAIN, width_for
+    from .kernels.packed import n_words, n_words32
+
+    width = width_for(v) if manifest.format_version >= 5 else PLAIN
     expected = {
         "vocab": v, "postings_indptr": v + 1, "postings_docs": p, "forward_indptr": n + 1,
-        "forward_terms": p, "doc_rank": n, "postings_tf": p, "doc_lengths": n,
+        "forward_terms": n_words32(p, width) if width else p, "doc_rank": n, "postings_tf": p, "doc_lengths": n,
     }
-    from .kernels.packed import n_words
     from .kernels.strings import string_bits
 
     if "signal_codes" not in arrays:  # formats 2 and 3: one literal string per term
@@ -342,7 +365,7 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
         forward_terms=arrays["forward_terms"], doc_rank=arrays["doc_rank"], signal_offsets=arrays["signal_offsets"],
         signal_bytes=arrays["signal_bytes"], postings_tf=arrays.get("postings_tf"),
         signal_codes=arrays.get("signal_codes", np.zeros(0, dtype=np.uint64)),
-        doc_lengths=arrays.get("doc_lengths"), _id_file=id_file,
+        doc_lengths=arrays.get("doc_lengths"), _id_file=id_file, forward_width=width,
     )
     from .validate import check_index
 

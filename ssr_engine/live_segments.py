@@ -109,14 +109,15 @@ def build_segment(writer: IndexWriter | ScratchStaging, base: Manifest, source: 
 def _forward_batch(ix: Index, docs: np.ndarray, keep_tf: bool):
     """The signals of documents `docs` of a segment as a `SignalBatch`, read from its forward index."""
     from .extract import SignalBatch
-    from .kernels.live import gather_spans, term_frequencies
+    from .kernels.forward import gather
+    from .kernels.live import term_frequencies
 
     fi = np.asarray(ix.forward_indptr)
     starts = fi[docs]
     lengths = fi[docs + 1] - starts
     doc_offsets = np.zeros(docs.shape[0] + 1, dtype=np.int64)
     np.cumsum(lengths, out=doc_offsets[1:])
-    terms = gather_spans(ix.forward_terms, starts, lengths).astype(np.int64)
+    terms = gather(ix.forward, starts, lengths)
     if terms.shape[0] and int(terms.max()) >= ix.n_terms:  # open checks offsets, not forward contents
         raise IndexFormatError(f"{ix.path}: forward_terms holds a term id >= {ix.n_terms} (corrupt index)")
     data, offsets = gather_strings_of(ix, terms)
@@ -230,7 +231,7 @@ def compact_segment(writer: IndexWriter, snap: Snapshot, chunk_docs: int, worker
     with tqdm(total=entries, desc="ssr compact: merge", unit=" terms", unit_scale=True, disable=quiet,
               file=sys.stderr) as merge_bar:
         n_terms, n_postings = merge_runs(run_dir, tmp, runs, keep_tf, merge_bar.update)
-    write_forward(run_dir, tmp, runs, keep_lengths=keep_tf)
+    write_forward(run_dir, tmp, runs, keep_lengths=keep_tf, n_terms=n_terms)
     shutil.rmtree(run_dir)
     all_ids = pa.chunked_array(ids, type=pa.string()).combine_chunks()
     id_info = write_id_files(tmp, all_ids)

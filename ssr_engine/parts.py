@@ -107,13 +107,12 @@ def deletion_stats(index: Index, deleted: np.ndarray) -> tuple[np.ndarray, np.nd
 
     Read from the forward index: only the deleted documents' rows are touched.
     """
+    from .kernels.forward import gather
+
     docs = np.flatnonzero(deleted)
     fi = index.forward_indptr
     starts = np.asarray(fi[docs], dtype=np.int64)
-    lengths = np.asarray(fi[docs + 1], dtype=np.int64) - starts
-    total = int(lengths.sum())
-    rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(total)
-    terms = np.asarray(index.forward_terms[rows], dtype=np.int64)
+    terms = gather(index.forward, starts, np.asarray(fi[docs + 1], dtype=np.int64) - starts)
     uniq, counts = np.unique(terms, return_counts=True)
     tokens = 0
     if index.doc_lengths is not None:

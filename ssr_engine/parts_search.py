@@ -201,7 +201,7 @@ class PartsSearcher:
                 if method in ("ssr", "levels", "union"):  # the inverted kernel skips deleted documents itself
                     csr = (ix.postings_indptr, ix.postings_docs, self.ranks[i], ix.n_docs)
                     if method == "ssr" and k is not None:  # probe, with its forward rows
-                        results.append(probe.search_batch(*csr, ix.forward_indptr, ix.forward_terms, offsets, terms,
+                        results.append(probe.search_batch(*csr, ix.forward_indptr, ix.forward, offsets, terms,
                                                           weights, k, block=self.block, live=self.live[i],
                                                           monotone=self.ascending[i]))
                     else:
@@ -210,7 +210,7 @@ class PartsSearcher:
                     continue
                 # the scan (the independent check) is asked for k + deleted and filtered after
                 kk = None if k is None else k + p.n_deleted
-                res = kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, self.ranks[i], ix.n_terms,
+                res = kernels.exhaustive_batch(ix.forward_indptr, ix.forward, self.ranks[i], ix.n_terms,
                                                offsets, terms, weights, kk)
             off, docs, scores, matches = res
             results.append(drop_deleted(p, off, docs, scores, matches, k))
@@ -239,7 +239,7 @@ class PartsSearcher:
         order = sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live)
         parts = [(int(self.bases[i]), self.parts[i].n_docs, self.parts[i].index.postings_indptr,
                   self.parts[i].index.postings_docs, self.ranks[i], self.live[i], orders[i],
-                  self.parts[i].index.forward_indptr, self.parts[i].index.forward_terms, self.ascending[i])
+                  self.parts[i].index.forward_indptr, self.parts[i].index.forward, self.ascending[i])
                  for i in order]
         queries = [per_part[i][:3] for i in order]
         together = (shared[0], [shared[1][i] for i in order], shared[2], rank) if self.shares(method) else None
@@ -369,8 +369,7 @@ class PartsSearcher:
         _, _, per_part, _ = self.query_terms([query])
         _, terms, weights, _ = per_part[i]
         ix = self.parts[i].index
-        a, z = int(ix.forward_indptr[d]), int(ix.forward_indptr[d + 1])
-        shared = np.isin(terms, np.asarray(ix.forward_terms[a:z], dtype=np.int64))
+        shared = np.isin(terms, ix.forward_row(d))
         pairs = [(ix.signal(t), w) for t, w in zip(terms[shared].tolist(), weights[shared].tolist(), strict=True)]
         return sorted(pairs, key=lambda p: (p[1], p[0]))
 

@@ -318,7 +318,7 @@ class Searcher(StoredText):
                 if self._ascending is None:  # ids in row order: the kernels' `monotone` (one pass, once)
                     self._ascending = bool(probe.ascending(doc_rank))
             if method == "ssr":
-                return probe.search_batch(indptr, docs, doc_rank, self.n_docs, ix.forward_indptr, ix.forward_terms,
+                return probe.search_batch(indptr, docs, doc_rank, self.n_docs, ix.forward_indptr, ix.forward,
                                           qb.offsets, qb.terms, qb.weights, k, block=self.block, n_chunks=threads,
                                           work=work, monotone=self._ascending)
             if method == "levels":
@@ -335,7 +335,7 @@ class Searcher(StoredText):
                     return prune.search_batch(ix.postings_indptr, ix.postings_docs, ix.doc_rank, self.n_docs,
                                               qb.offsets, qb.terms, qb.weights, k, block=self.block,
                                               work=self._work)
-            return kernels.exhaustive_batch(ix.forward_indptr, ix.forward_terms, ix.doc_rank, ix.n_terms,
+            return kernels.exhaustive_batch(ix.forward_indptr, ix.forward, ix.doc_rank, ix.n_terms,
                                             qb.offsets, qb.terms, qb.weights, k)
 
     # --------------------------------------------------------------------------- ids
@@ -363,9 +363,7 @@ class Searcher(StoredText):
             return self._live.explain(query, doc)
         d = internal_doc(doc, self.index.internal_id, self.index.path)
         qb = self.query_batch([query])
-        a, b = int(self.index.forward_indptr[d]), int(self.index.forward_indptr[d + 1])
-        doc_terms = np.asarray(self.index.forward_terms[a:b], dtype=np.int64)
-        shared = np.isin(qb.terms, doc_terms)
+        shared = np.isin(qb.terms, self.index.forward_row(d))
         terms, weights = qb.terms[shared].tolist(), qb.weights[shared].tolist()
         pairs = [(self.index.signal(t), w) for t, w in zip(terms, weights, strict=True)]
         return sorted(pairs, key=lambda p: (p[1], p[0]))

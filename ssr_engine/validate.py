@@ -106,7 +106,7 @@ def check_index(index: Index, full: bool = False) -> None:
     n, v = index.n_docs, index.n_terms
     _ends(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
     _ends(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
-    _offsets(index, "forward_indptr", index.forward_indptr, index.forward_terms.shape[0], "forward terms")
+    _offsets(index, "forward_indptr", index.forward_indptr, index.forward_length, "forward terms")
     i = -1 if index.manifest.ids.get("rank") == "identity" else kv.permutation(index.doc_rank)  # else built: arange
     if i >= 0:
         raise _fail(index, "doc_rank", f"not a permutation of 0..{n - 1} (entry {i} = {int(index.doc_rank[i])})")
@@ -118,10 +118,10 @@ def check_index(index: Index, full: bool = False) -> None:
     strict = vocab.dtype == np.uint64  # hashes (formats 2, 3); format 4's 32-bit keys may repeat
     _vocab_defect(index, kv.descent(vocab, strict) if vocab.shape[0] > _SMALL else
                   _first(vocab[1:] <= vocab[:-1] if strict else vocab[1:] < vocab[:-1]))
-    row = kv.rows_ascending_below(index.postings_indptr, index.postings_docs, np.int64(n))
+    row = kv.rows_ascending_below(index.postings_indptr, (index.postings_docs.view(np.ndarray), 0), np.int64(n))
     if row >= 0:
         raise _fail(index, "postings_docs", f"the postings of term {row} are not strictly ascending ids < {n}")
-    row = kv.rows_ascending_below(index.forward_indptr, index.forward_terms, np.int64(v))
+    row = kv.rows_ascending_below(index.forward_indptr, index.forward, np.int64(v))
     if row >= 0:
         raise _fail(index, "forward_terms", f"the terms of document {row} are not strictly ascending ids < {v}")
     if index.postings_tf is not None:

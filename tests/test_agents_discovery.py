@@ -43,8 +43,7 @@ def test_built_index_holds_card_signals_of_capability_values(ssr_dir, cards):
     assert sorted(ids) == sorted(c.id for c in cards)
     by_id = {c.id: c for c in cards}
     for row, cid in enumerate(ids):
-        a, b = int(index.forward_indptr[row]), int(index.forward_indptr[row + 1])
-        stored = {index.signal(int(t)) for t in index.forward_terms[a:b]}
+        stored = {index.signal(int(t)) for t in index.forward_row(row)}
         assert stored == card_signals(capability_values(by_id[cid])), cid
 
 

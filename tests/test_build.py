@@ -46,7 +46,7 @@ def assert_matches_reference(index, ref: ReferenceIndex) -> None:
     assert index.keys_of(hashes).tolist() == index.vocab.tolist()
     strings = [index.signal(t) for t in range(index.n_terms)]
     for d in range(ref.n_docs):
-        terms = index.forward_terms[index.forward_indptr[d] : index.forward_indptr[d + 1]].tolist()
+        terms = index.forward_row(d).tolist()
         assert terms == sorted(terms)
         assert {strings[t] for t in terms} == ref.doc_signals[d]
     assert index.doc_ids() == ref.ids

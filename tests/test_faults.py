@@ -40,6 +40,20 @@ def set_at(index_dir: Path, name: str, pos: int, value: int) -> None:
     edit_array(index_dir, name, lambda arr: arr.__setitem__(pos, value))
 
 
+def set_forward_term(index_dir: Path, pos: int, value: int) -> None:
+    """Term `pos` of the packed forward rows set to `value` (< 2**width), the others kept."""
+    from ssr_engine.kernels.forward import gather
+    from ssr_engine.kernels.packed import pack32
+
+    ix = open_index(index_dir)
+    width, n = ix.forward_width, ix.forward_length
+    assert 0 <= value < 2**width
+    values = gather((np.array(ix.forward_terms), width), [0], [n])
+    ix.close()
+    values[pos] = value
+    edit_array(index_dir, "forward_terms", lambda arr: arr.__setitem__(slice(None), pack32(values, width)))
+
+
 def query_term(index_dir: Path) -> int:
     """The most frequent term of the first query (its postings are read by every method)."""
     s = Searcher(index_dir)
@@ -87,7 +101,12 @@ def test_lying_postings_are_an_error_in_every_method(base, tmp_path, case):
 def test_lying_forward_terms_are_an_error_in_the_scan(base, tmp_path):
     _, out, _ = base
     w = copy(out, tmp_path / "w")
-    edit_array(w, "forward_terms", lambda arr: arr.__setitem__(5, 2**32 - 1))
+    ix = open_index(w)
+    a = int(ix.forward_indptr[0])
+    assert int(ix.forward_indptr[1]) - a >= 2
+    first = int(ix.forward_row(0)[0])
+    ix.close()
+    set_forward_term(w, a + 1, first)  # document 0's row no longer ascending
     with pytest.raises(IndexFormatError, match="forward_terms.npy"):
         Searcher(w, method="exhaustive").search_batch(QUERIES, 10)
     scan, verify = ssr_many(["search", "--index", str(w), "--method", "exhaustive", *QUERIES],
@@ -104,7 +123,7 @@ def test_a_forward_term_just_past_the_vocabulary_is_an_error_in_the_scan(base, t
     ix = open_index(w)
     v, last = ix.n_terms, int(ix.forward_indptr[2]) - 1
     ix.close()
-    edit_array(w, "forward_terms", lambda arr: arr.__setitem__(last, v))
+    set_forward_term(w, last, v)  # V fits the width unless V is a power of two (the assert says so)
     with pytest.raises(IndexFormatError, match="forward_terms.npy"):
         Searcher(w, method="exhaustive").search_batch(QUERIES, 10)
 
@@ -121,7 +140,8 @@ def test_lying_segment_of_a_live_index_is_an_error(base, tmp_path, method, name)
     LiveIndex(w).delete(["3"])
     seg = w / read_commit(w).segments[-1].name
     arr = np.load(seg / f"{name}.npy", mmap_mode="r+")
-    arr[0] = 2**32 - 1  # the segment's first posting (of term 0) or the first term of document 0
+    arr[0] = 2**32 - 1  # the segment's first posting (of term 0), or (forward rows packed at 3 bits for its 7
+    # terms) the first term of document 0 = 7 = V
     arr.flush()
     del arr
     r = open_retriever(w, method)

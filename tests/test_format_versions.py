@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from ssr_engine import build_index, open_index, verify_index
 from ssr_engine.errors import IndexFormatError
 from ssr_engine.indexing import merge as merge_module
-from ssr_engine.kernels.packed import get, n_words, pack
+from ssr_engine.kernels.forward import width_for
+from ssr_engine.kernels.packed import get, get32, n_words, n_words32, pack, pack32
 from ssr_engine.kernels.strings import parts, string_bits
 from ssr_engine.search import Searcher
 
@@ -34,25 +35,48 @@ def test_packed_values_read_back_at_every_width(width, seed, n):
     assert [int(get(words, width, i)) for i in range(n)] == values.tolist()
 
 
+@settings(max_examples=60, deadline=None)
+@given(width=st.integers(1, 32), seed=st.integers(0, 2**32 - 1), n=st.integers(0, 300), cut=st.integers(0, 10))
+def test_packed_32_bit_words_read_back_and_join_in_pieces(width, seed, n, cut):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**width, n, dtype=np.uint64)
+    values[: n // 3] = np.uint64(2**width - 1)  # all ones: the bits next to each value stay clean
+    words = pack32(values, width)
+    assert words.dtype == np.uint32 and words.shape[0] == n_words32(n, width)
+    assert [int(get32(words, width, i)) for i in range(n)] == values.tolist()
+    pieces: list[np.ndarray] = []  # the build's appender: pieces of any length join into the same words
+    appender = merge_module.PackedAppender(pieces.append, width)
+    for part in np.array_split(values.astype(np.uint32), cut + 1):
+        appender.append(part)
+    appender.close()
+    assert np.concatenate(pieces).tolist() == words.tolist()
+
+
 def _downgrade(out: Path, version: int) -> None:
-    """Rewrite the index at `out` as format `version` (2 or 3) wrote it: every term's string in the
-    table, no codes (version 2: int64 string offsets), uint64 hashes in the vocabulary, a doc_rank
-    file; and commit it."""
+    """Rewrite the index at `out` as format `version` (2, 3 or 4) wrote it: plain uint32 forward rows;
+    below 4 also every term's string in the table, no codes (version 2: int64 string offsets), uint64
+    hashes in the vocabulary, a doc_rank file; and commit it."""
     from ssr_engine.generations import IndexWriter, seal
+    from ssr_engine.kernels.forward import gather
     from ssr_engine.manifest import read_manifest, write_manifest
 
     ix = open_index(out)
     seg, n_docs = ix.path, ix.n_docs
+    plain = gather(ix.forward, [0], [ix.forward_length]).astype(np.uint32)
     offsets, data = ix.strings_of(np.arange(ix.n_terms))
     hashes, rank = ix.hashes(), np.array(ix.doc_rank)  # read before the files under the maps are rewritten
-    np.save(seg / "signal_offsets.npy", offsets.astype(np.int64 if version == 2 else np.int32))
-    np.save(seg / "signal_bytes.npy", data)
-    np.save(seg / "vocab.npy", hashes)
-    np.save(seg / "doc_rank.npy", rank)
-    (seg / "signal_codes.npy").unlink()
+    np.save(seg / "forward_terms.npy", plain)
+    if version < 4:
+        np.save(seg / "signal_offsets.npy", offsets.astype(np.int64 if version == 2 else np.int32))
+        np.save(seg / "signal_bytes.npy", data)
+        np.save(seg / "vocab.npy", hashes)
+        np.save(seg / "doc_rank.npy", rank)
+        (seg / "signal_codes.npy").unlink()
     ix.close()
     manifest = read_manifest(seg)
-    write_manifest(seg, replace(manifest, ids={k: v for k, v in manifest.ids.items() if k != "rank"}))
+    if version < 4:
+        manifest = replace(manifest, ids={k: v for k, v in manifest.ids.items() if k != "rank"})
+    write_manifest(seg, manifest)
     body = json.loads((seg / "manifest.json").read_text())
     body.pop("checksum")
     body["format_version"] = version
@@ -154,7 +178,7 @@ def test_byte_flips_in_codes_never_crash(small, tmp_path):
             pass
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_docs, monkeypatch, capsys, version):
     from ssr_engine import arrays
     from ssr_engine import format as fmt
@@ -163,7 +187,9 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     new = open_index(build_index(path, tmp_path / "new", chunk_docs=100, quiet=True))
     for name in fmt.OFFSET_ARRAYS:
         assert getattr(new, name).dtype == np.int32, name
-    assert json.loads((new.path / "manifest.json").read_text())["format_version"] == 4
+    assert json.loads((new.path / "manifest.json").read_text())["format_version"] == 5
+    assert new.forward_width == width_for(new.n_terms) < 32
+    assert new.forward_terms.shape[0] == n_words32(new.forward_length, new.forward_width)
     assert fmt.offsets_dtype(2**31 - 1) == np.int32 and fmt.offsets_dtype(2**31) == np.int64
     if version == 2:  # int64 offsets throughout
         monkeypatch.setattr(arrays, "offsets_dtype", lambda last: np.dtype(np.int64))
@@ -171,15 +197,20 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     monkeypatch.undo()
     _downgrade(out, version)
     old = open_index(out)
-    assert old.manifest.format_version == version and old.string_bits == 0
-    assert old.signal_offsets.shape[0] == old.n_terms + 1
-    for name in (*fmt.OFFSET_ARRAYS, "postings_docs", "forward_terms", "doc_rank"):
+    assert old.manifest.format_version == version and old.forward_width == 0
+    assert old.forward_terms.tolist() == [t for d in range(new.n_docs) for t in new.forward_row(d).tolist()]
+    assert [old.forward_row(d).tolist() for d in range(old.n_docs)] == \
+        [new.forward_row(d).tolist() for d in range(new.n_docs)]
+    if version < 4:
+        assert old.string_bits == 0 and old.signal_offsets.shape[0] == old.n_terms + 1
+    for name in (*fmt.OFFSET_ARRAYS, "postings_docs", "doc_rank"):
         want = np.int64 if version == 2 and name in fmt.OFFSET_ARRAYS else getattr(new, name).dtype
         assert getattr(old, name).dtype == want
-        if name != "signal_offsets":
+        if name != "signal_offsets" or version == 4:
             assert getattr(old, name).tolist() == getattr(new, name).tolist(), name
-    assert old.vocab.dtype == np.uint64 and new.vocab.dtype == np.uint32
-    assert old.vocab.tolist() == new.hashes().tolist() and new.keys_of(old.vocab).tolist() == new.vocab.tolist()
+    if version < 4:
+        assert old.vocab.dtype == np.uint64 and new.vocab.dtype == np.uint32
+        assert old.vocab.tolist() == new.hashes().tolist() and new.keys_of(old.vocab).tolist() == new.vocab.tolist()
     assert verify_index(out) == []
     assert old.signal_table().equals(new.signal_table())
     queries = [t for _, t in cranfield_docs[300:320]]
@@ -192,6 +223,30 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     capsys.readouterr()
     assert cli_main(["index-info", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["format_version"] == version  # the index's own, not the code's
+
+
+def test_a_live_index_of_plain_and_packed_segments_answers_as_one_index(tmp_path, cranfield_docs):
+    """A format-4 base (plain forward rows) plus a segment this code adds (packed), with deletions:
+    every method answers as a fresh index of the same documents (the kernels take both row forms)."""
+    from ssr_engine.live import LiveIndex
+    from ssr_engine.retrieval import open_retriever
+
+    docs = cranfield_docs[:400]
+    out = build_index(write_tsv(tmp_path / "a.tsv", docs[:300]), tmp_path / "live", chunk_docs=100, quiet=True)
+    _downgrade(out, 4)
+    live = LiveIndex(out)
+    live.add(docs[300:])
+    live.delete([docs[5][0], docs[310][0]])
+    kept = [d for d in docs if d[0] not in (docs[5][0], docs[310][0])]
+    fresh = build_index(write_tsv(tmp_path / "b.tsv", kept), tmp_path / "fresh", quiet=True)
+    queries = [t for _, t in cranfield_docs[400:430]]
+    for method in ("ssr", "levels", "exhaustive"):
+        for k in (1, 10, 1000):
+            a = open_retriever(out, method).search_batch(queries, k)
+            b = open_retriever(fresh, method).search_batch(queries, k)
+            assert [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in a] == \
+                [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in b] and any(len(r) for r in a)
+    assert verify_index(out) == []
 
 
 def test_vocabulary_keys_that_repeat_are_told_apart_by_their_strings(tmp_path, cranfield_docs, monkeypatch):

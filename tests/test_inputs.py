@@ -86,7 +86,7 @@ def test_titles_are_a_field_of_their_own(tmp_path):
     path.write_text("".join(json.dumps(d) + "\n" for d in beir), encoding="utf-8")
     ix = open_index(build_index(path, tmp_path / "beir", quiet=True, workers=1))
     signals = {ix.signal(t) for t in range(ix.n_terms)}
-    d1 = {ix.signal(int(t)) for t in ix.forward_terms[ix.forward_indptr[0]: ix.forward_indptr[1]]}
+    d1 = {ix.signal(int(t)) for t in ix.forward_row(0)}
     assert d1 == set(card_signals(["Alpha beta", "gamma delta"]))  # no "beta gamma" bigram across fields
     assert "beta gamma" in signals  # d2's body has it
     assert ix.doc_ids() == ["d1", "d2"]

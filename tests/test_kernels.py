@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from ssr_engine.ids import id_order
 from ssr_engine.kernels import spans, topk
 from ssr_engine.kernels import ssr as kernels
+from ssr_engine.kernels.forward import width_for
+from ssr_engine.kernels.packed import pack32
 from ssr_engine.reference import ReferenceIndex
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
@@ -31,7 +33,9 @@ class Arrays:
         fwd = [sorted(self.term[s] for s in sigs) for sigs in ref.doc_signals]
         self.fwd_indptr = np.zeros(n + 1, dtype=np.int64)
         self.fwd_indptr[1:] = np.cumsum([len(f) for f in fwd])
-        self.fwd_terms = np.array([t for f in fwd for t in f], dtype=np.uint32)
+        # the rows packed as format 5 writes them (`kernels.forward`); the kernels read them as `fwd`
+        self.fwd_width = width_for(v)
+        self.fwd_terms = pack32(np.array([t for f in fwd for t in f], dtype=np.uint32), self.fwd_width)
         post: list[list[int]] = [[] for _ in range(v)]
         for d, f in enumerate(fwd):
             for t in f:
@@ -43,6 +47,10 @@ class Arrays:
         for r, i in enumerate(id_order(ref.ids)):
             self.doc_rank[i] = r
         self.n_terms = v
+
+    @property
+    def fwd(self) -> tuple[np.ndarray, int]:
+        return self.fwd_terms, self.fwd_width
 
     def readonly(self) -> None:
         for a in (self.fwd_indptr, self.fwd_terms, self.indptr, self.docs, self.doc_rank):
@@ -64,7 +72,7 @@ class Arrays:
         if method == "ssr":
             return kernels.search_batch(self.indptr, self.docs, self.doc_rank, self.ref.n_docs, off, terms, weights,
                                         k, **kw)
-        return kernels.exhaustive_batch(self.fwd_indptr, self.fwd_terms, self.doc_rank, self.n_terms, off, terms,
+        return kernels.exhaustive_batch(self.fwd_indptr, self.fwd, self.doc_rank, self.n_terms, off, terms,
                                         weights, k, **kw)
 
 

@@ -30,7 +30,7 @@ def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
     off, terms, weights = arrays.batch(queries)
     fi = arrays.fwd_indptr if forward else np.zeros(0, dtype=np.int64)
     return probe.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, fi,
-                              arrays.fwd_terms, off, terms, weights, k, rule=rule, **kw)
+                              arrays.fwd, off, terms, weights, k, rule=rule, **kw)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

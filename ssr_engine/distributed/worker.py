@@ -63,7 +63,7 @@ class ShardWorker:
             offsets, terms, weights, _ = s.query_terms(queries)[2][0]
             with kernel_guard(ix):
                 return probe.search_batch(ix.postings_indptr, ix.postings_docs, s.ranks[0], ix.n_docs,
-                                          ix.forward_indptr, ix.forward_terms, offsets, terms, weights, k,
+                                          ix.forward_indptr, ix.forward, offsets, terms, weights, k,
                                           block=s.block, work=self._work, monotone=s.ascending[0])
         res = s.search_batch(queries, k)
         offsets = np.zeros(len(res) + 1, dtype=np.int64)

@@ -9,7 +9,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,13 @@ class _PhaseClock:
         self._last = now
 
 
+def _timed(fn: Callable[..., Any], *args: Any) -> float:
+    """fn(*args)'s wall seconds (a phase run beside others)."""
+    start = time.perf_counter()
+    fn(*args)
+    return round(time.perf_counter() - start, 3)
+
+
 class _OneShot:
     """A one-shot iterator of documents (iterable once; a hash collision cannot restart it)."""
 
@@ -266,10 +274,15 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
         n_terms, n_postings = merge_runs(run_dir, tmp, runs, config.keep_tf, merge_bar.update, config.workers,
                                          strings=False)
     clock.lap("merge")
-    encode_strings(run_dir, tmp, seed, int(hash_mask(config.hash_bits)))
-    clock.lap("strings")
-    write_forward(run_dir, tmp, runs, keep_lengths=config.keep_tf, workers=config.workers)
-    clock.lap("forward")
+    # the strings step (one core for most of it) reads the merge's string table, the forward step the
+    # runs: independent, so the strings run beside the forward rows. Not beside the ids (their table
+    # and sort): together they passed 2 GiB at 8.8M (benchmarks/RESULTS.md)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssr-strings") as pool:
+        strings = pool.submit(_timed, encode_strings, run_dir, tmp, seed, int(hash_mask(config.hash_bits)))
+        write_forward(run_dir, tmp, runs, keep_lengths=config.keep_tf, n_terms=n_terms, workers=config.workers)
+        clock.lap("forward")
+        clock.phases["strings"] = strings.result()  # its own seconds, overlapped with the forward rows
+        clock.lap("strings_wait")
     id_info = ids.finish(tmp)
     clock.lap("ids")
     shutil.rmtree(run_dir)

@@ -17,7 +17,9 @@ import numpy as np
 
 from ..format import ArrayWriter, npy_data_offset, read_slice
 from ..hashing import vocab_keys
+from ..kernels.forward import width_for
 from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
+from ..kernels.packed import pack32
 from ..kernels.spans import gather_spans
 from .runs import HashCollision, RunInfo, run_file
 from .strings import encode_strings
@@ -215,9 +217,34 @@ _RUN_DTYPES = {
 }
 
 
-def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_lengths: bool, workers: int = 1) -> None:
-    """forward_indptr / forward_terms (and BM25 doc_lengths), run by run in document order; runs are
-    read and sorted on `workers` threads (at most `workers + 1` in memory), written in order."""
+class PackedAppender:
+    """Packs term ids arriving in pieces (the runs) at `width` bits (`kernels.packed.pack32`) into `write`.
+
+    A piece is packed up to its last whole group of 32 values (32 values fill `width` words, so the
+    pieces join without shifting); the rest waits for the next piece; `close` adds it and the spare word.
+    """
+
+    def __init__(self, write: Callable[[np.ndarray], None], width: int) -> None:
+        self.write, self.width = write, width
+        self.rest = np.zeros(0, dtype=np.uint32)
+
+    def append(self, values: np.ndarray) -> None:
+        if self.rest.shape[0]:
+            values = np.concatenate([self.rest, values])
+        whole = values.shape[0] // 32 * 32
+        if whole:
+            self.write(pack32(values[:whole], self.width, False))
+        self.rest = np.array(values[whole:], dtype=np.uint32)
+
+    def close(self) -> None:
+        self.write(pack32(self.rest, self.width, True))
+
+
+def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_lengths: bool, n_terms: int,
+                  workers: int = 1) -> None:
+    """forward_indptr / forward_terms (packed at `forward.width_for(n_terms)` bits; and BM25
+    doc_lengths), run by run in document order; runs are read and sorted on `workers` threads (at
+    most `workers + 1` in memory), written in order."""
 
     def forward(run: RunInfo) -> tuple[np.ndarray, np.ndarray]:
         term_map = np.load(run_file(run_dir, run.index, "term_map"))
@@ -227,6 +254,7 @@ def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_length
 
     fwd_ptr = ArrayWriter(out_dir, "forward_indptr", last=sum(r.n_postings for r in runs))
     fwd_terms = ArrayWriter(out_dir, "forward_terms")
+    packer = PackedAppender(fwd_terms.append, width_for(n_terms))
     lengths = ArrayWriter(out_dir, "doc_lengths") if keep_lengths else None
     fwd_ptr.append(np.zeros(1, dtype=np.int64))
     base = 0
@@ -234,7 +262,7 @@ def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_length
 
     def append(run: RunInfo, terms: np.ndarray, doc_offsets: np.ndarray) -> None:
         nonlocal base
-        fwd_terms.append(terms)
+        packer.append(terms)
         fwd_ptr.append(base + doc_offsets[1:])
         base += int(doc_offsets[-1])
         if lengths is not None:
@@ -251,6 +279,7 @@ def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_length
                 while pending:
                     done, future = pending.popleft()
                     append(done, *future.result())
+                packer.close()
             finally:
                 for _, f in pending:
                     f.cancel()

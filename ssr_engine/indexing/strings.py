@@ -19,7 +19,7 @@ from ..format import ArrayWriter, array_file, read_slice
 from ..hashing import hash_ranges, hash_spans
 from ..kernels.packed import pack
 from ..kernels.spans import gather_spans
-from ..kernels.strings import find_words, spaces, string_bits
+from ..kernels.strings import find_words, spaces, string_bits, word_directory
 
 CHUNK = 1 << 22  # terms per step; a multiple of 64, so each chunk's codes fill whole words
 
@@ -50,6 +50,7 @@ def encode_strings(work: Path, out_dir: Path, seed: int, mask: int) -> None:
     del words_off, words_data
     u = w_off.shape[0] - 1
     w_hash = hash_spans(w_data, w_off, np.uint64(seed), np.uint64(mask))  # ascending: terms are in hash order
+    first, shift = word_directory(w_hash, int(mask).bit_length())
     left = np.full(n, -1, dtype=np.int32)  # table entries; right -1: a literal
     right = np.full(n, -1, dtype=np.int32)
     extra_off: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
@@ -62,10 +63,11 @@ def encode_strings(work: Path, out_dir: Path, seed: int, mask: int) -> None:
         word += ones.shape[0]
         big = np.flatnonzero(sp >= 0)
         at = sp[big]
+        lookup = (w_hash, w_data, w_off, first, shift)
         l_word = find_words(data, off[big], at, hash_ranges(data, off[big], at, np.uint64(seed), np.uint64(mask)),
-                            w_hash, w_data, w_off)
+                            *lookup)
         r_word = find_words(data, at + 1, off[big + 1], hash_ranges(data, at + 1, off[big + 1], np.uint64(seed),
-                                                                   np.uint64(mask)), w_hash, w_data, w_off)
+                                                                   np.uint64(mask)), *lookup)
         pair = (l_word >= 0) & (r_word >= 0)
         left[lo + big[pair]], right[lo + big[pair]] = l_word[pair], r_word[pair]
         lone = big[~pair]  # not two words: a literal of its own, after the words

@@ -1,4 +1,5 @@
-"""Numba kernels for live indexes: reading documents back out of a segment (compaction), and the search
+"""Numba kernels for live indexes: term frequencies of documents read back out of a segment (compaction;
+the rows themselves through `kernels.forward.gather`), and the search
 of a collection made of parts (live segments, shards) in one call (`search_parts`).
 
 Arrays in, arrays out; every kernel accepts read-only (memory-mapped) arrays.
@@ -14,25 +15,6 @@ from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables
 from .merge import span_compare
 from .probe import _CANDIDATES, RULE, STATS, WIDEN, search_one, workspace
 from .ssr import _search_one
-
-
-@nb.njit(cache=True, nogil=True)
-def _gather(src, starts, lengths, out):
-    o = 0
-    for i in range(starts.shape[0]):
-        s = starts[i]
-        for j in range(lengths[i]):
-            out[o + j] = src[s + j]
-        o += lengths[i]
-
-
-def gather_spans(src, starts, lengths):
-    """Concatenate src[starts[i]:starts[i] + lengths[i]] for every i (src 1-d; result has src's dtype)."""
-    starts = np.asarray(starts, dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    out = np.empty(int(lengths.sum()), dtype=src.dtype)
-    _gather(src, starts, lengths, out)
-    return out
 
 
 @nb.njit(cache=True, nogil=True)
@@ -299,7 +281,8 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
 
     parts: per part (first collection number, n_docs, indptr int64[V + 1], docs uint32[P], rank uint32[n]
     (ties in the collection's id order), live bool[n] or None, order int64[n] (its documents in id order),
-    forward indptr int[n + 1] and terms uint32 (the part's forward index; method "ssr" probes it), whether
+    forward indptr int[n + 1] and rows (words, width) (the part's forward index, `kernels.forward`;
+    method "ssr" probes it), whether
     its ranks ascend with its document numbers (`probe.ascending`));
     searched in the given order (largest first makes the bar tighten soonest). queries: per part
     (offsets int64[Q + 1], terms int64, weights float64), each query's terms in ascending weight, weights
@@ -339,7 +322,7 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
                                       f_indptr if method == "ssr" else no_fwd, f_terms, offsets, terms, weights),
                               (ip, np.uint32, np.uint32, np.uint8, np.int64, fp, np.uint32, np.int64, np.int64,
                                np.float64), strict=True):
-            lst.append(_frozen(a, dt))
+            lst.append((_frozen(a[0], dt), np.int64(a[1])) if a is f_terms else _frozen(a, dt))
     starts = np.array([p[0] for p in parts], dtype=np.int64)
     sizes = np.array([p[1] for p in parts], dtype=np.int64)
     monos = np.array([bool(p[9]) for p in parts], dtype=np.bool_)

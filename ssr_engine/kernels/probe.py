@@ -38,6 +38,7 @@ import numpy as np
 
 from . import levels
 from .candidates import region_offsets
+from .forward import row_contains
 from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, long_one, next_block
 from .prune import _contains, _gallop
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
@@ -152,7 +153,7 @@ def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mas
 
 
 @nb.njit(cache=True, nogil=True)
-def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, block, cap, live, mask,
+def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, block, cap, live, mask,
              touched, cur, end, last, score, pop, level, cand, bucket, base, res_d, res_s, res_m, bar, next_df,
              rest, rule, stats):
     """The top k (a heap in res_*[base:base + cap]) among documents of E = terms p..m-1 that rank
@@ -246,7 +247,7 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_t
             r1 = fwd_indptr[d + 1]
             full = b << p
             for j in range(p):
-                if _contains(fwd_terms, r0, r1, q_terms[a + j]):
+                if row_contains(fwd, r0, r1, q_terms[a + j]):
                     full |= 1 << j
             probes += 1
             s = score[full]
@@ -305,7 +306,7 @@ def _first_bar(q, bar_s, bar_m, bar_k):
 
 
 @nb.njit(cache=True, nogil=True)
-def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, block, cap,
+def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_weights, q_terms, block, cap,
                live, work, t, base, res_d, res_s, res_m, rule, stats, bar, monotone):
     """One query of 2..MAX_TERMS terms, cap >= 1, by growing essential sets on workspace row t; results
     best first in res_*[base:base + cap]. `bar` (`_first_bar`): documents must rank at or before it.
@@ -339,7 +340,7 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
         next_df = total
         if p > 1 and held + _df(indptr, q_terms, a, p - 1) <= limit:
             next_df = _df(indptr, q_terms, a, p - 1)
-        size, grow = _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, block, cap,
+        size, grow = _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, block, cap,
                               live, mask, touched, cur, end, last, score, pop, level, cand, bucket, base, res_d,
                               res_s, res_m, bar, next_df, total - held, rule, stats)
         if size < 0:
@@ -371,7 +372,7 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
 
 
 @nb.njit(cache=True, nogil=True)
-def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms, width, cap,
+def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_weights, q_terms, width, cap,
                live, work, t, base, res_d, res_s, res_m, rule, stats, bar_s, bar_m, bar_k, monotone):
     """Query q of 1..MAX_TERMS terms, cap >= 1, on workspace row t (`workspace`, its blocks `width` or
     wider): probing in blocks of `width` where the cost rule says it pays, else `levels._levels_one`
@@ -380,7 +381,7 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
     Results best first in res_*[base:base + cap]; returns their count or -1 for corrupt postings.
     """
     if q_offsets[q + 1] - q_offsets[q] >= 2 and fwd_indptr.shape[0] == n_docs + 1:
-        got = _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms,
+        got = _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_weights, q_terms,
                          width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats,
                          _first_bar(q, bar_s, bar_m, bar_k), monotone)
         if got != -2:
@@ -401,7 +402,7 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
 
 
 @nb.njit(cache=True, nogil=True)
-def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, width, live,
+def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, width, live,
            caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, rule, stats, monotone):
     """Query q on workspace row t: `search_one` for 1..MAX_TERMS terms and k > 0, `levels.long_one` for
     longer ones, else (k <= 0, or too many rare postings) the heap union."""
@@ -410,7 +411,7 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
     if cap == 0:
         return 0
     if k > 0 and q_offsets[q + 1] - q_offsets[q] <= MAX_TERMS:
-        return search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_weights, q_terms,
+        return search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_weights, q_terms,
                           width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats[q], bar_s, bar_m, bar_k,
                           monotone)
     if k > 0:  # more terms: the rarest ones' documents scored apart (`levels.long_one`) where they are few
@@ -424,7 +425,7 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
 
 
 @nb.njit(cache=True, nogil=True)
-def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, width,
+def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, k, width,
                   live, work, bar_s, bar_m, bar_k, rule, stats, monotone):
     """Every query on the calling thread (row 0): no thread team to wake (as `levels._levels_serial`)."""
     nq = q_offsets.shape[0] - 1
@@ -432,7 +433,7 @@ def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
     res_s, res_m, res_d = heap_arrays(caps_off[nq])
     sizes = np.zeros(nq, dtype=np.int64)
     for q in range(nq):
-        sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights,
+        sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights,
                           width, live, caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k, rule, stats,
                           monotone)
         if sizes[q] < 0:  # corrupt postings: the workspace is dirty; stop (the caller clears it)
@@ -441,7 +442,7 @@ def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offse
 
 
 @nb.njit(cache=True, parallel=True)
-def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k, width,
+def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, k, width,
                  live, work, bar_s, bar_m, bar_k, rule, stats, monotone, n_slices):
     """Queries in n_slices contiguous slices taken by the threads one at a time (as `levels._levels_batch`)."""
     nq = q_offsets.shape[0] - 1
@@ -454,7 +455,7 @@ def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
         for q in range(c * nq // n_slices, (c + 1) * nq // n_slices):
             if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
                 break
-            sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms,
+            sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms,
                               q_weights, width, live, caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k,
                               rule, stats, monotone)
             dirty[t] = sizes[q] < 0
@@ -479,14 +480,14 @@ def workspace(rows, width, longest=64, entries=_BUFFER, candidates=_CANDIDATES):
             np.empty((rows, candidates), np.uint32), *(np.empty((rows, _MASKS), np.int64) for _ in range(3)))
 
 
-def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offsets, q_terms, q_weights, k,
+def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, k,
                  block=DEFAULT_BLOCK, n_chunks=None, live=None, buffer=_BUFFER, candidates=_CANDIDATES, rule=RULE,
                  stats=None, bar=None, work=None, monotone=False):
     """Exact top-k of every query, as `levels.search_batch` (same arguments, same results bit for bit).
 
-    fwd_indptr int[N + 1] and fwd_terms uint32 are the forward index (each document's term ids,
-    ascending; read as they are, never copied); an empty fwd_indptr makes every query read all its
-    postings (`levels`).
+    fwd_indptr int[N + 1] and fwd (words, width) are the forward index (each document's term ids,
+    ascending, as `kernels.forward` reads them; never copied); an empty fwd_indptr makes every query
+    read all its postings (`levels`).
     `candidates`: per-thread candidate buffer (at most N are used). `rule`: which queries try pruning
     (see RULE). `stats`: an int64[Q, STATS] array to add each query's postings read, forward rows
     probed, essential sets tried and whether levels read every posting to. `bar`: as
@@ -507,7 +508,7 @@ def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd_terms, q_offset
         holder[0] = workspace(rows, wide, max(longest, 64), entries, n_cand)
     if stats is None:
         stats = np.zeros((nq, STATS), dtype=np.int64)
-    args = (indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd_terms, q_offsets,
+    args = (indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd, q_offsets,
             np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64), np.int64(k),
             np.int64(width), levels._EVERY_DOC if live is None else np.asarray(live).view(np.uint8), holder[0],
             *_bar_arrays(bar, nq), np.asarray(rule, dtype=np.float64), stats, bool(monotone))

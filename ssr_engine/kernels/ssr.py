@@ -22,6 +22,7 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
+from .forward import term_at
 from .topk import check_key_range, compact, compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
 # Accumulator block in documents: 16K docs x (8 + 4) bytes = 192 KiB, well inside L2. Measured on
@@ -257,11 +258,11 @@ def query_term_table(q_offsets, q_terms, q_weights, n_terms):
 
 
 @nb.njit(cache=True, nogil=True)
-def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight,
+def _scan_range(lo, hi, fwd_indptr, fwd, doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight,
                 nq, count_only, heap_off, heap_cap, heap_size, hs, hm, hd, slot0, n_terms):
     """Score documents [lo, hi) against every query of the batch; push into the chunk's heaps.
 
-    Returns the number of term ids found outside the bitset (a corrupt forward_terms; skipped).
+    Returns the number of term ids found outside the bitset (a corrupt forward row; skipped).
     """
     bad = 0
     acc = np.zeros(nq, dtype=np.float64)
@@ -273,7 +274,7 @@ def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, 
         nm = 0
         prev = np.int64(-1)
         for p in range(fwd_indptr[d], fwd_indptr[d + 1]):
-            t = np.int64(fwd_terms[p])
+            t = term_at(fwd, p)
             if t >= n_terms or t <= prev:
                 bad += 1  # past the vocabulary (so never past the bitset) or not ascending
                 continue
@@ -320,7 +321,7 @@ def _scan_range(lo, hi, fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, 
 
 
 @nb.njit(cache=True, parallel=True)
-def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight, nq, k,
+def _exhaustive(fwd_indptr, fwd, doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight, nq, k,
                 n_chunks, n_terms):
     n_docs = fwd_indptr.shape[0] - 1
     slots = n_chunks * nq
@@ -335,7 +336,7 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
     else:
         # every candidate: a counting pass sizes each chunk's list exactly
         for c in nb.prange(n_chunks):
-            bad[c] += _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd_terms, doc_rank,
+            bad[c] += _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd, doc_rank,
                         bitset, uterms, urank, r_indptr, r_query, r_weight, nq, True, heap_size, heap_cap,
                         heap_size, dummy_s, dummy_m, dummy_d, c * nq, n_terms)
         heap_cap[:] = heap_size
@@ -345,7 +346,7 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
         heap_off[s + 1] = heap_off[s] + heap_cap[s]
     hs, hm, hd = heap_arrays(heap_off[slots])
     for c in nb.prange(n_chunks):
-        bad[c] += _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd_terms,
+        bad[c] += _scan_range(c * n_docs // n_chunks, (c + 1) * n_docs // n_chunks, fwd_indptr, fwd,
                               doc_rank, bitset, uterms, urank, r_indptr, r_query, r_weight, nq, False, heap_off,
                               heap_cap, heap_size, hs, hm, hd, c * nq, n_terms)
     # merge each query's per-chunk heaps
@@ -373,8 +374,9 @@ def _exhaustive(fwd_indptr, fwd_terms, doc_rank, bitset, uterms, urank, r_indptr
     return offsets, out_d, out_s, out_m, bad.sum()
 
 
-def exhaustive_batch(fwd_indptr, fwd_terms, doc_rank, n_terms, q_offsets, q_terms, q_weights, k, n_chunks=None):
-    """The same results as `search_batch` from one scan of the forward (document-major) CSR.
+def exhaustive_batch(fwd_indptr, fwd, doc_rank, n_terms, q_offsets, q_terms, q_weights, k, n_chunks=None):
+    """The same results as `search_batch` from one scan of the forward (document-major) CSR
+    (fwd_indptr int[N + 1]; fwd the rows as `kernels.forward` reads them).
 
     Every document's terms are looked up in the batch's query terms (a bitset, then a binary
     search); its matched weights are added per query in ascending weight order. Parallel over
@@ -387,7 +389,7 @@ def exhaustive_batch(fwd_indptr, fwd_terms, doc_rank, n_terms, q_offsets, q_term
     check_key_range(n_docs)
     n_chunks = max(1, min(n_chunks, max(n_docs, 1)))
     table = query_term_table(q_offsets, q_terms, q_weights, n_terms)
-    *out, bad = _exhaustive(fwd_indptr, fwd_terms, doc_rank, *table, np.int64(nq),
+    *out, bad = _exhaustive(fwd_indptr, fwd, doc_rank, *table, np.int64(nq),
                             np.int64(cap_k(k, n_docs)), np.int64(n_chunks), np.int64(n_terms))
     if bad:
         raise CorruptIndexData("forward_terms.npy: a row is not strictly ascending or holds term ids past the "

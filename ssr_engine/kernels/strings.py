@@ -131,19 +131,32 @@ def spaces(offsets, data, lo, hi):
     return out
 
 
+def word_directory(word_hashes: np.ndarray, hash_bits: int) -> tuple[np.ndarray, int]:
+    """(first int64[2**b + 1], shift): the sorted word hashes whose top b bits are j start at first[j]
+    (b about log2 U, so a look-up searches ~1 entry instead of log2 U mostly missing cache)."""
+    u = word_hashes.shape[0]
+    b = min(hash_bits, max(1, int(u).bit_length()))
+    shift = hash_bits - b
+    first = np.empty((1 << b) + 1, dtype=np.int64)
+    first[:-1] = np.searchsorted(word_hashes, np.arange(1 << b, dtype=np.uint64) << np.uint64(shift))
+    first[-1] = u  # (2**b) << shift may not fit 64 bits
+    return first, shift
+
+
 @nb.njit(cache=True, parallel=True)
-def find_words(data, starts, ends, hashes, word_hashes, word_data, word_offsets):
+def find_words(data, starts, ends, hashes, word_hashes, word_data, word_offsets, first, shift):
     """The word (index into the word table) of each span data[starts[i]:ends[i]] (hash hashes[i]), or -1.
 
-    word_hashes uint64[U] sorted: the hashes of the words (word_data, word_offsets). A hash hit
-    counts only when the strings agree.
+    word_hashes uint64[U] sorted: the hashes of the words (word_data, word_offsets); (first, shift)
+    their `word_directory`. A hash hit counts only when the strings agree.
     """
     n = hashes.shape[0]
     out = np.full(n, -1, dtype=np.int64)
     u = word_hashes.shape[0]
     for i in nb.prange(n):
         h = hashes[i]
-        lo, hi = 0, u
+        j = np.int64(h >> np.uint64(shift))
+        lo, hi = first[j], first[j + 1]
         while lo < hi:
             mid = (lo + hi) >> 1
             if word_hashes[mid] < h:
