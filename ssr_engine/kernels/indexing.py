@@ -25,6 +25,16 @@ def signal_payloads(doc_offsets):
     return out
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _grouped(n_groups, n_postings, n_entries, keep_tf):
+    """The outputs of grouping hash-sorted entries (a chunk's signals, a bucket's run entries): per
+    group hash uint64, df int64 (zeroed), representative int64; per posting doc uint32 and tf uint32
+    (empty unless keep_tf); per entry its group uint32."""
+    return (np.empty(n_groups, dtype=np.uint64), np.zeros(n_groups, dtype=np.int64),
+            np.empty(n_groups, dtype=np.int64), np.empty(n_postings, dtype=np.uint32),
+            np.empty(n_postings if keep_tf else 0, dtype=np.uint32), np.empty(n_entries, dtype=np.uint32))
+
+
 @nb.njit(cache=True, nogil=True)
 def invert_chunk(keys, payloads, first_doc, counts, keep_tf):
     """Group a chunk's signals into a run. keys uint64[S]: the hashes sorted ascending;
@@ -40,12 +50,7 @@ def invert_chunk(keys, payloads, first_doc, counts, keep_tf):
     for j in range(n):
         if j == 0 or keys[j] != keys[j - 1]:
             n_uniq += 1
-    uniq_hash = np.empty(n_uniq, dtype=np.uint64)
-    uniq_df = np.zeros(n_uniq, dtype=np.int64)
-    uniq_rep = np.empty(n_uniq, dtype=np.int64)
-    post_docs = np.empty(n, dtype=np.uint32)
-    post_tf = np.empty(n if keep_tf else 0, dtype=np.uint32)
-    local = np.empty(n, dtype=np.uint32)
+    uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local = _grouped(n_uniq, n, n, keep_tf)
     low = np.uint64(0xFFFFFFFF)
     g = -1
     for j in range(n):
@@ -94,12 +99,7 @@ def merge_bucket(order, hashes, dfs, str_off, str_bytes, post_off, post_docs, po
         if j == 0 or hashes[order[j]] != hashes[order[j - 1]]:
             n_terms += 1
         total += dfs[order[j]]
-    vocab = np.empty(n_terms, dtype=np.uint64)
-    term_df = np.zeros(n_terms, dtype=np.int64)
-    rep = np.empty(n_terms, dtype=np.int64)
-    docs = np.empty(total, dtype=np.uint32)
-    tf = np.empty(total if keep_tf else 0, dtype=np.uint32)
-    term_of_entry = np.empty(n, dtype=np.uint32)
+    vocab, term_df, rep, docs, tf, term_of_entry = _grouped(n_terms, total, n, keep_tf)
     g = -1
     pos = 0
     collision = -1
