@@ -131,7 +131,7 @@ def test_beir_qrels_jsonl_queries_and_compressed(tmp_path):
 @pytest.fixture()
 def irds_dataset(tmp_path, docs):
     """A small dataset registered with ir_datasets from local files (no network)."""
-    ir_datasets = pytest.importorskip("ir_datasets", reason="ir_datasets (optional extra) is not installed")
+    ir_datasets = pytest.importorskip("ir_datasets", reason="ir_datasets (optional extra 'irds') is not installed")
     from ir_datasets.datasets.base import Dataset
     from ir_datasets.formats import TrecQrels, TsvDocs, TsvQueries
     from ir_datasets.util import LocalDownload

@@ -8,7 +8,7 @@ import pytest
 from conftest import load_data_script
 
 pt = pytest.importorskip("pyterrier", reason="python-terrier (optional extra 'pyterrier') is not installed")
-pd = pytest.importorskip("pandas")
+pd = pytest.importorskip("pandas", reason="pandas (with python-terrier) is not installed")
 
 from ssr_engine import build_index, open_retriever  # noqa: E402
 from ssr_engine.cli import main  # noqa: E402

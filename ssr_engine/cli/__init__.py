@@ -1,4 +1,5 @@
-"""The `ssr` command. Each subcommand lives in its own module, imported only when run."""
+"""The `ssr` command. Each subcommand lives in its own module; the parser imports them all, so they
+import only argparse and light leaves at top level, and their work (NumPy, Numba, PyArrow) inside `run()`."""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..signals import DEFAULT_CAP  # the package face imports signals already: --help stays fast
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="agents_command", metavar="ACTION")
@@ -17,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--out", required=True, metavar="DIR", help="index directory to create")
     b.add_argument("--scoring", choices=("ssr", "bm25"), default="ssr", help="preselection method (default ssr)")
     b.add_argument("--stopwords", metavar="FILE", help="replacement stopword list, one word per line")
-    b.add_argument("--cap", type=int, default=64, help="at most this many signals per card (default 64)")
+    b.add_argument("--cap", type=int, default=DEFAULT_CAP,
+                   help=f"at most this many signals per card (default {DEFAULT_CAP})")
     b.add_argument("--force", action="store_true", help="replace an existing index at --out")
     b.set_defaults(_action=_build)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..signals import DEFAULT_CAP  # the package face imports signals already: --help stays fast
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group(required=True)
@@ -19,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ssr: binary capped signals (default); bm25: unigram term frequencies")
     p.add_argument("--stem", action="store_true", help="Porter-stem BM25 terms (needs the 'stem' extra)")
     p.add_argument("--stopwords", metavar="FILE", help="replacement stopword list, one word per line")
-    p.add_argument("--cap", type=int, default=64, help="at most this many signals per document (default 64)")
+    p.add_argument("--cap", type=int, default=DEFAULT_CAP,
+                   help=f"at most this many signals per document (default {DEFAULT_CAP})")
     p.add_argument("--chunk-docs", type=int, default=100_000,
                    help="documents per in-memory chunk: sets the build's memory (default 100000)")
     p.add_argument("--workers", type=int, default=None, help="parallel inversion threads (default: all cores)")

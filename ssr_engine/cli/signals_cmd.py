@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from ..signals import DEFAULT_CAP  # the package face imports signals already: --help stays fast
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("texts", nargs="+", metavar="TEXT")
-    p.add_argument("--cap", type=int, default=64, help="at most this many signals per text (default 64)")
+    p.add_argument("--cap", type=int, default=DEFAULT_CAP,
+                   help=f"at most this many signals per text (default {DEFAULT_CAP})")
     p.add_argument("--stopwords", metavar="FILE", help="replacement stopword list, one word per line")
     p.add_argument("--json", action="store_true", help="one JSON array per text")
 

@@ -1,1 +1,3 @@
-"""ssr_engine/datagen."""
+"""Data generators (layer 3): `collection` (seeded, streaming MS MARCO-shaped passages, queries and
+qrels) and `cards` (a seeded Agent Card registry with gold-labelled queries); `data_scripts/` and
+`ssr agents generate` wrap them."""
