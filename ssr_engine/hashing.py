@@ -13,40 +13,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+# the kernels live in kernels/fnv.py (the search kernels hash query signals too); re-exported here
+from .kernels.fnv import fmix64 as fmix64
+from .kernels.fnv import fnv1a64 as fnv1a64
+from .kernels.fnv import xorshift_multiply as xorshift_multiply
+
 HASH_NAME = "fnv1a64-fmix64"
-FNV_PRIME = np.uint64(0x100000001B3)
-FNV_BASIS = np.uint64(0xCBF29CE484222325)
-_M1 = np.uint64(0xFF51AFD7ED558CCD)
-_M2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def xorshift_multiply(h, s1, m1, s2, m2, s3):
-    """h ^= h >> s1; h *= m1; h ^= h >> s2; h *= m2; h ^= h >> s3 (uint64, modulo 2**64): the shape of
-    MurmurHash3's fmix64 and of splitmix64's output mix (`datagen.collection`); the constants make
-    each, and each set is frozen by its own contract (an index's hashes, a generated collection)."""
-    h ^= h >> s1
-    h *= m1
-    h ^= h >> s2
-    h *= m2
-    return h ^ (h >> s3)
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def fmix64(h):
-    """MurmurHash3's 64-bit finaliser."""
-    return xorshift_multiply(np.uint64(h), _S33, _M1, _S33, _M2, _S33)
-
-
-@nb.njit(cache=True, nogil=True)
-def fnv1a64(buf, start, end, seed):
-    """Hash of buf[start:end] with the given seed (see the module docstring)."""
-    h = FNV_BASIS ^ fmix64(np.uint64(seed))
-    for i in range(start, end):
-        h ^= np.uint64(buf[i])
-        h *= FNV_PRIME
-    return fmix64(h)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -68,10 +40,16 @@ def hash_ranges(data, starts, ends, seed, mask):
     return out
 
 
+def vocab_key_shift(bits: int) -> int:
+    """How far format 4's vocabulary keys shift a hash of `bits` bits right (`vocab_keys`; the search
+    kernels take it as it is)."""
+    return max(bits - 32, 0)
+
+
 def vocab_keys(hashes: np.ndarray, bits: int) -> np.ndarray:
     """The vocabulary keys of format 4 (uint32): the top 32 of a hash's `bits` bits (all of them when
     bits <= 32). Sorted hashes give sorted keys; equal keys are told apart by their strings."""
-    return (np.asarray(hashes, dtype=np.uint64) >> np.uint64(max(bits - 32, 0))).astype(np.uint32)
+    return (np.asarray(hashes, dtype=np.uint64) >> np.uint64(vocab_key_shift(bits))).astype(np.uint32)
 
 
 def hash_mask(bits: int) -> np.uint64:

@@ -18,9 +18,10 @@ from typing import TextIO
 NOTICE = "compiling kernels (first run only, ~30 s)"
 
 # the kernel modules each kind of command calls
-BUILD = ("ssr_engine.kernels.text", "ssr_engine.kernels.indexing", "ssr_engine.kernels.merge", "ssr_engine.hashing")
+BUILD = ("ssr_engine.kernels.text", "ssr_engine.kernels.indexing", "ssr_engine.kernels.merge", "ssr_engine.hashing",
+         "ssr_engine.kernels.fnv")
 SEARCH = ("ssr_engine.kernels.ssr", "ssr_engine.kernels.levels", "ssr_engine.kernels.probe", "ssr_engine.kernels.bm25",
-          "ssr_engine.kernels.text", "ssr_engine.hashing")
+          "ssr_engine.kernels.text", "ssr_engine.hashing", "ssr_engine.kernels.fnv", "ssr_engine.kernels.query")
 # the `ssr` subcommands that call kernels, and which
 COMMANDS = {"build-index": BUILD, "search": SEARCH, "evaluate": SEARCH, "agents": BUILD + SEARCH,
             "demo": BUILD + SEARCH}

@@ -74,11 +74,9 @@ class SearchResult:
 def split_results(offsets: np.ndarray, ids: np.ndarray, docs: np.ndarray, scores: np.ndarray,
                   matches: np.ndarray) -> list[SearchResult]:
     """Per-query `SearchResult`s of a kernel's flat output (query q owns rows offsets[q]:offsets[q + 1])."""
-    out = []
-    for q in range(len(offsets) - 1):
-        a, b = int(offsets[q]), int(offsets[q + 1])
-        out.append(SearchResult(ids[a:b], scores[a:b], matches[a:b], docs[a:b]))
-    return out
+    bounds = offsets.tolist()  # Python ints at once: a NumPy scalar per bound cost ~0.2 µs a query
+    return [SearchResult(ids[a:b], scores[a:b], matches[a:b], docs[a:b])
+            for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 @runtime_checkable

@@ -262,10 +262,8 @@ def test_vocabulary_keys_that_repeat_are_told_apart_by_their_strings(tmp_path, c
             for m in ("ssr", "exhaustive")}
     bm_want = [r.rows() for r in BM25Searcher(build_index(path, tmp_path / "bm_full", scoring="bm25", quiet=True))
                .search_batch(queries[:30], 10)]
-    narrow = np.vectorize(lambda h: h >> 54, otypes=[np.uint64])  # every look-up below reads these keys
-    monkeypatch.setattr(hashing, "vocab_keys", lambda hashes, bits: narrow(np.asarray(hashes, np.uint64)).astype(
-        np.uint32))
-    monkeypatch.setattr(merge_module, "vocab_keys", hashing.vocab_keys)
+    # keys of 10 bits: the build (merge), keys_of and the searchers' query kernel all take the shift from here
+    monkeypatch.setattr(hashing, "vocab_key_shift", lambda bits: 54)
     out = build_index(path, tmp_path / "narrow", quiet=True)
     ix = open_index(out)
     assert np.unique(ix.vocab).shape[0] <= 1024 < ix.n_terms

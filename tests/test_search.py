@@ -243,18 +243,78 @@ def test_threaded_pieces_give_the_reference_in_query_order(small, monkeypatch, m
             assert len(results) == len(queries)
             for q, res in zip(queries, results, strict=True):
                 assert_same(res, ref.search(q, k))
-    serial = Searcher._serial
+    piece = Searcher._piece
     calls = []
 
-    def failing(self, piece, k, method):
-        calls.append(len(piece))
+    def failing(self, qb, k, method):
+        calls.append(len(qb.offsets) - 1)
         if len(calls) == 5:
             raise RuntimeError("piece failed")
-        return serial(self, piece, k, method)
+        return piece(self, qb, k, method)
 
-    monkeypatch.setattr(Searcher, "_serial", failing)
+    monkeypatch.setattr(Searcher, "_piece", failing)
     with pytest.raises(RuntimeError, match="piece failed"):
         searcher.search_batch(queries, 10, threads=2, method=method)
-    monkeypatch.setattr(Searcher, "_serial", serial)
+    monkeypatch.setattr(Searcher, "_piece", piece)
     for q, res in zip(queries, searcher.search_batch(queries, 10, threads=2, method=method), strict=True):
         assert_same(res, ref.search(q, 10))
+
+
+def test_query_batch_is_the_definition(tmp_path):
+    # kernels.query.prepare against the definition: signals.signals, a term look-up one signal at a time,
+    # scoring.signal_weight; ascending weight; a batch gives what each query alone gives
+    from ssr_engine.scoring import signal_weight
+    from ssr_engine.signals import signals
+
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(60)] + ["Ärger", "İstanbul", "\u212aelvin", "kelvin", "istanbul", "x" * 20]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 30)))) for _ in range(300)]
+    ids = [str(i) for i in range(len(texts))]
+    searcher = Searcher(build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True,
+                                          cap=200))
+    queries = [" ".join(rng.choice(words, size=int(rng.integers(0, 60)))) for _ in range(40)]
+    queries += ["", "the of", "nothing here", "İSTANBUL \u212aelvin ärger", "w1\x00w2", texts[0], "\ud800 w3"]
+    qb = searcher.query_batch(queries)
+    assert qb.offsets.tolist()[-1] == len(qb.terms) and max(np.diff(qb.offsets)) > 32  # both sorts ran
+    n = searcher.n_docs
+    for i, q in enumerate(queries):
+        a, b = int(qb.offsets[i]), int(qb.offsets[i + 1])
+        want = []
+        for s in signals(q, searcher.stopwords, 200):
+            t = searcher.index.term_of(s)
+            if t >= 0:
+                df = int(searcher.index.postings_indptr[t + 1] - searcher.index.postings_indptr[t])
+                want.append((t, signal_weight(n, df), df))
+        got = list(zip(qb.terms[a:b].tolist(), qb.weights[a:b].tolist(), qb.df[a:b].tolist(), strict=True))
+        assert sorted(got) == sorted(want), q
+        assert all(x[1] <= y[1] for x, y in zip(got, got[1:], strict=False)), "not in ascending weight"
+        one = searcher.query_batch([q])
+        assert one.terms.tolist() == qb.terms[a:b].tolist()
+        assert one.weights.tobytes() == qb.weights[a:b].tobytes()
+
+
+def test_weight_kernel_is_signal_weight_bit_for_bit():
+    from ssr_engine.kernels.query import weight
+    from ssr_engine.scoring import signal_weight
+
+    rng = np.random.default_rng(8)
+    for n in [1, 2, 3, 10, 999, 8_841_823, 2**31 + 11, 2**40 + 3, *rng.integers(1, 2**45, size=20).tolist()]:
+        dfs = {0, 1, 2, n - 1, n, *rng.integers(0, n + 1, size=300).tolist()}
+        for df in sorted(d for d in dfs if 0 <= d <= n):
+            assert weight(n, df) == signal_weight(n, df), (n, df)
+
+
+def test_threaded_pieces_with_ids_of_any_width(tmp_path, monkeypatch):
+    # ids without a fixed-width table (non-ASCII, of growing length): a piece whose ids are wider than the
+    # batch's first keeps its own arrays; the results still equal the reference's, in query order
+    from ssr_engine import search as search_module
+
+    ids = ["é"] + [f"d{'ü' * (i % 7)}{i}" for i in range(1, 60)]
+    texts = [" ".join(f"w{(i * j) % 13}" for j in range(1, 6)) for i in range(60)]
+    searcher = Searcher(build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True))
+    ref = ReferenceIndex.from_texts(ids, texts)
+    queries = [f"w{i % 13} w{(i + 3) % 13}" for i in range(40)]
+    monkeypatch.setattr(search_module, "_PIECE", (1, 2))
+    for k in (1, 5, 100):
+        for q, res in zip(queries, searcher.search_batch(queries, k, threads=2), strict=True):
+            assert_same(res, ref.search(q, k))

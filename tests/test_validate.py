@@ -82,3 +82,25 @@ def test_a_defect_in_a_block_the_search_reads_is_reported():
     assert bad == -1 and pos[0] == 1  # the search for 10 never reads block 5
     _, bad = search_checked(vocab, np.array([435], dtype=np.uint64), checked, 3)
     assert bad == 43
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(8, 400), st.data())
+def test_lockstep_search_reads_what_search_checked_reads(n, data):
+    """`terms._search_all` (every key's search advanced in lockstep) against `search_checked` on a sorted
+    vocabulary, or one with a single edit: the same positions, and a defect reported by both or neither."""
+    from ssr_engine.kernels.terms import _search_all
+
+    vocab = np.arange(1, 2 * n + 1, 2, dtype=np.uint64) * np.uint64(1000)
+    if data.draw(st.booleans()):
+        vocab[data.draw(st.integers(0, n - 1))] = np.uint64(data.draw(st.integers(0, 2 * n * 1000 + 5000)))
+    keys = np.array(data.draw(st.lists(st.integers(0, 2 * n * 1000 + 5000), min_size=0, max_size=20)),
+                    dtype=np.uint64)
+    shift = data.draw(st.sampled_from([2, 3, 5]))
+    pos, bad = search_checked(vocab, keys, np.zeros((n >> shift) + 1, dtype=np.uint8), shift)
+    got, got_bad = _search_all(vocab, keys, np.zeros((n >> shift) + 1, dtype=np.uint8), shift, True)
+    assert (bad >= 0) == (got_bad >= 0)
+    if got_bad >= 0:
+        assert vocab[got_bad + 1] <= vocab[got_bad]  # a true defect
+    else:
+        assert got.tolist() == pos.tolist()

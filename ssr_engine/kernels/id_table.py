@@ -38,9 +38,9 @@ def gather_ids_ucs4(table, docs):
     """Rows `docs` of a fixed-width ASCII id table (uint8[N, w]) widened to UCS-4 code units.
 
     The result (uint32[len(docs), w]) viewed as `<U{w}` is a NumPy str array of the ids: one pass
-    (parallel for large batches), where building Python str objects one by one dominated batch
-    search time.
+    (parallel for large batches on a caller allowed several Numba threads: a batch run on one thread
+    gathers on that thread), where building Python str objects one by one dominated batch search time.
     """
-    if docs.shape[0] < PARALLEL_FROM:
+    if docs.shape[0] < PARALLEL_FROM or nb.get_num_threads() == 1:
         return _gather_serial(table, docs)
     return _gather_parallel(table, docs)

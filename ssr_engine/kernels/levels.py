@@ -405,16 +405,24 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
 
 
 @nb.njit(cache=True, nogil=True)
+def batch_start(q_offsets, q_terms, indptr, k, rows):
+    """A batch call's set-up, shared by the serial and sliced loops here and in `probe`: (nq, each query's
+    output region caps_off int64[Q + 1], the heap arrays res_s, res_m, res_d over them, result sizes
+    int64[Q] zero, and one `dirty` flag per workspace row, bool[rows]: a row met corrupt postings)."""
+    nq = q_offsets.shape[0] - 1
+    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
+    res_s, res_m, res_d = heap_arrays(caps_off[nq])
+    return nq, caps_off, res_s, res_m, res_d, np.zeros(nq, dtype=np.int64), np.zeros(rows, dtype=np.bool_)
+
+
+@nb.njit(cache=True, nogil=True)
 def _levels_serial(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, width, live, work, bar_s,
                    bar_m, bar_k, monotone):
     """Every query on the calling thread (row 0): no thread team to wake for a single query.
 
     A plain njit loop measured as fast as the parallel one on one thread (numba 0.68, RESULTS.md).
     """
-    nq = q_offsets.shape[0] - 1
-    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
-    res_s, res_m, res_d = heap_arrays(caps_off[nq])
-    sizes = np.zeros(nq, dtype=np.int64)
+    nq, caps_off, res_s, res_m, res_d, sizes, _ = batch_start(q_offsets, q_terms, indptr, k, 1)
     for q in range(nq):
         sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, live,
                           caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k, monotone)
@@ -428,19 +436,14 @@ def _levels_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights,
                   bar_k, monotone, n_slices):
     """Queries in n_slices contiguous slices taken by the threads one at a time (chunk size 1 set by
     the caller), so an expensive slice or a thread slowed by another process holds nobody back."""
-    nq = q_offsets.shape[0] - 1
-    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
-    res_s, res_m, res_d = heap_arrays(caps_off[nq])
-    sizes = np.zeros(nq, dtype=np.int64)
-    dirty = np.zeros(work[0].shape[0], dtype=np.bool_)
+    nq, caps_off, res_s, res_m, res_d, sizes, dirty = batch_start(q_offsets, q_terms, indptr, k, work[0].shape[0])
     for c in nb.prange(n_slices):
         t = nb.get_thread_id()
         for q in range(c * nq // n_slices, (c + 1) * nq // n_slices):
-            if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
-                break
-            sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, live,
-                              caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, monotone)
-            dirty[t] = sizes[q] < 0
+            if not dirty[t]:  # once a thread's workspace met corrupt postings, the call fails anyway
+                sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width,
+                                  live, caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, monotone)
+                dirty[t] = sizes[q] < 0
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
 
 

@@ -37,12 +37,11 @@ import numba as nb
 import numpy as np
 
 from . import levels
-from .candidates import region_offsets
 from .forward import row_contains
 from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, long_one, next_block
 from .prune import _contains, _gallop
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
-from .topk import compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, ranks_after, rejects
+from .topk import compact_failed, deheap_sort, doc_key, heap_push, ranks_after, rejects
 
 # candidates per thread; a query whose essential lists hold more takes levels
 _CANDIDATES = 1 << 20
@@ -56,6 +55,7 @@ _FIRST = 2
 # RULE[4], what a posting of a non-E list costs in `_complete` (a load and a masked store, no new candidate);
 # RULE[5]: essential lists holding more than this share of a query's postings: levels reads them all instead
 RULE = (32768.0, 128.0, 0.75, 64.0, 0.35, 0.5)
+_RULE = np.asarray(RULE, dtype=np.float64)  # as the kernels take it (made once: a single query's call is µs)
 # in `_complete`, a block's postings of a non-E list are searched per candidate rather than scanned when
 # they outnumber the candidates by more than this (a binary search costs ~log2 of them in dependent loads)
 _SEARCH = 16
@@ -428,10 +428,7 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_t
 def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, k, width,
                   live, work, bar_s, bar_m, bar_k, rule, stats, monotone):
     """Every query on the calling thread (row 0): no thread team to wake (as `levels._levels_serial`)."""
-    nq = q_offsets.shape[0] - 1
-    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
-    res_s, res_m, res_d = heap_arrays(caps_off[nq])
-    sizes = np.zeros(nq, dtype=np.int64)
+    nq, caps_off, res_s, res_m, res_d, sizes, _ = levels.batch_start(q_offsets, q_terms, indptr, k, 1)
     for q in range(nq):
         sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights,
                           width, live, caps_off, res_d, res_s, res_m, work, 0, bar_s, bar_m, bar_k, rule, stats,
@@ -445,20 +442,16 @@ def _probe_serial(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_
 def _probe_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, k, width,
                  live, work, bar_s, bar_m, bar_k, rule, stats, monotone, n_slices):
     """Queries in n_slices contiguous slices taken by the threads one at a time (as `levels._levels_batch`)."""
-    nq = q_offsets.shape[0] - 1
-    caps_off = region_offsets(q_offsets, q_terms, indptr, k)
-    res_s, res_m, res_d = heap_arrays(caps_off[nq])
-    sizes = np.zeros(nq, dtype=np.int64)
-    dirty = np.zeros(work[0].shape[0], dtype=np.bool_)
+    nq, caps_off, res_s, res_m, res_d, sizes, dirty = levels.batch_start(q_offsets, q_terms, indptr, k,
+                                                                         work[0].shape[0])
     for c in nb.prange(n_slices):
         t = nb.get_thread_id()
         for q in range(c * nq // n_slices, (c + 1) * nq // n_slices):
-            if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
-                break
-            sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms,
-                              q_weights, width, live, caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k,
-                              rule, stats, monotone)
-            dirty[t] = sizes[q] < 0
+            if not dirty[t]:  # as in `levels._levels_batch`
+                sizes[q] = _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets,
+                                  q_terms, q_weights, width, live, caps_off, res_d, res_s, res_m, work, t, bar_s,
+                                  bar_m, bar_k, rule, stats, monotone)
+                dirty[t] = sizes[q] < 0
     return compact_failed(caps_off, sizes, res_s, res_m, res_d)
 
 
@@ -511,5 +504,6 @@ def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_t
     args = (indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd, q_offsets,
             np.asarray(q_terms, dtype=np.int64), np.asarray(q_weights, dtype=np.float64), np.int64(k),
             np.int64(width), levels._EVERY_DOC if live is None else np.asarray(live).view(np.uint8), holder[0],
-            *_bar_arrays(bar, nq), np.asarray(rule, dtype=np.float64), stats, bool(monotone))
+            *(levels._NO_BAR if bar is None else _bar_arrays(bar, nq)),
+            _RULE if rule is RULE else np.asarray(rule, dtype=np.float64), stats, bool(monotone))
     return levels.run(_probe_serial, _probe_batch, args, threads, nq, holder[0])

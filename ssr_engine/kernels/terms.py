@@ -13,7 +13,40 @@ import numba as nb
 import numpy as np
 
 from .strings import sound, term_equal
-from .validate import block_sound, search_checked
+from .validate import block_sound
+
+
+@nb.njit(cache=True, nogil=True)
+def _search_all(vocab, keys, checked, shift, strict):
+    """`validate.search_checked` (the same entries read, the same blocks checked) with every key's binary
+    search advanced one step at a time, in lockstep: their vocabulary loads are independent, so the CPU
+    overlaps the cache misses that one search after another waited for (~25 dependent misses a signal in
+    a 30M-term vocabulary). Returns (positions int64[n], the first defect found or -1)."""
+    n, v = keys.shape[0], vocab.shape[0]
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.full(n, v, dtype=np.int64)
+    busy = n
+    while busy:
+        busy = 0
+        for j in range(n):
+            a, b = lo[j], hi[j]
+            if a < b:
+                mid = (a + b) >> 1
+                bad = block_sound(vocab, mid >> shift, shift, checked, strict)
+                if bad >= 0:
+                    return lo, bad
+                if vocab[mid] < keys[j]:
+                    lo[j] = mid + 1
+                else:
+                    hi[j] = mid
+                busy += 1
+    for j in range(n):  # the entry compared for equality and the one before it (search_checked's last checks)
+        for e in (lo[j], lo[j] - 1):
+            if 0 <= e < v:
+                bad = block_sound(vocab, e >> shift, shift, checked, strict)
+                if bad >= 0:
+                    return lo, bad
+    return lo, np.int64(-1)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -36,7 +69,7 @@ def lookup(keys, data, offsets, vocab, checked, shift, strict, signal_bytes, sig
     v = vocab.shape[0]
     if n == 0 or v == 0:
         return terms, df, True
-    pos, bad = search_checked(vocab, keys, checked, shift, strict)
+    pos, bad = _search_all(vocab, keys, checked, shift, strict)
     if bad >= 0:
         return terms, df, False
     n_bytes = signal_bytes.shape[0]

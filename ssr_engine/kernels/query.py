@@ -1,0 +1,82 @@
+"""Query texts to kernel input in one GIL-free call: signals, vocabulary look-up, weights, canonical order.
+
+`search.Searcher` runs every query piece through `prepare`, so two threads preparing pieces run in
+parallel (the Python and NumPy steps it replaces held the GIL: ~8 µs a query in a batch, ~40 µs for
+a single query, most of it fixed cost per call). The steps are the library's own kernels in a row:
+`text.extract_signals` (DESIGN.md section 1), `fnv.fnv1a64` (the signal hash), `terms.lookup`
+(keys and exact string checks); the weight is `scoring.signal_weight`'s formula (the same libm
+`log` as `math.log`, checked bit for bit by a test) and each query's terms are stably sorted by ascending weight,
+the canonical summation order.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .fnv import fnv1a64
+from .terms import lookup
+from .text import extract_signals
+
+_INSERTION = 32  # queries of at most this many known terms are sorted by insertion (stable, no allocation)
+
+
+@nb.njit(cache=True, nogil=True)
+def weight(n_docs, df):
+    """ln((N + 1) / (df + 1)) + 1 (`scoring.signal_weight`; both operands exact below 2**53)."""
+    return np.log(np.float64(n_docs + 1) / np.float64(df + 1)) + 1.0  # a scalar np.log is libm's log in Numba
+
+
+@nb.njit(cache=True, nogil=True)
+def _by_weight(terms, weights, df, a, b):
+    """Stable sort of entries a..b-1 of the three arrays by weight (ties keep the signal order)."""
+    if b - a <= _INSERTION:
+        for i in range(a + 1, b):
+            t, w, d = terms[i], weights[i], df[i]
+            j = i - 1
+            while j >= a and weights[j] > w:
+                terms[j + 1], weights[j + 1], df[j + 1] = terms[j], weights[j], df[j]
+                j -= 1
+            terms[j + 1], weights[j + 1], df[j + 1] = t, w, d
+        return
+    order = np.argsort(weights[a:b], kind="mergesort") + a
+    terms[a:b], weights[a:b], df[a:b] = terms[order], weights[order], df[order]
+
+
+@nb.njit(cache=True, nogil=True)
+def prepare(data, q_offsets, stop, cap, seed, mask, key_shift, vocab, checked, shift, strings, indptr, n_postings,
+            n_docs):
+    """Known terms of each query in ascending weight, from the queries' UTF-8 bytes.
+
+    data uint8: query q is data[q_offsets[q]:q_offsets[q + 1]] (int64[Q + 1]); stop: the stopword tables
+    (`extract.stopword_table`), cap the signal cap (-1: none); seed, mask: the hash settings; keys are
+    hash >> key_shift in vocab's dtype (`hashing.vocab_keys`); vocab, checked, shift: as `terms.lookup`
+    (strict for 64-bit keys); strings = (signal_bytes, signal_offsets, signal_codes, bits); indptr over
+    n_postings postings of n_docs documents (N of the weights).
+    Returns (offsets int64[Q + 1], terms int64, weights float64, df int64, ok): ok False when a vocabulary
+    or offsets check failed (`search.lookup_terms` then names the defect).
+    """
+    nq = q_offsets.shape[0] - 1
+    doc_values = np.arange(nq + 1, dtype=np.int64)
+    sig_of, sdata, soffsets, _, _, _ = extract_signals(data, q_offsets[:-1], q_offsets[1:], doc_values, stop[0],
+                                                       stop[1], stop[2], stop[3], cap, True)
+    n = soffsets.shape[0] - 1
+    keys = np.empty(n, dtype=vocab.dtype)
+    for i in range(n):
+        keys[i] = (fnv1a64(sdata, soffsets[i], soffsets[i + 1], seed) & mask) >> key_shift  # key_shift: uint64
+    found, found_df, ok = lookup(keys, sdata, soffsets, vocab, checked, shift, vocab.itemsize == 8, strings[0],
+                                 strings[1], strings[2], strings[3], indptr, n_postings, n_docs)
+    offsets = np.zeros(nq + 1, dtype=np.int64)
+    terms = np.empty(n, dtype=np.int64)
+    weights = np.empty(n, dtype=np.float64)
+    df = np.empty(n, dtype=np.int64)
+    m = 0
+    for q in range(nq):
+        start = m
+        for i in range(sig_of[q], sig_of[q + 1]):
+            if found[i] >= 0:
+                terms[m], df[m], weights[m] = found[i], found_df[i], weight(n_docs, found_df[i])
+                m += 1
+        _by_weight(terms, weights, df, start, m)
+        offsets[q + 1] = m
+    return offsets, terms[:m], weights[:m], df[:m], ok
