@@ -10,6 +10,7 @@ for a merge it caused.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from ..errors import SsrError
 MERGE_AT = 4  # a size tier holding this many segments is merged (`merge_plan`)
 MAX_SEGMENTS = 8  # more than this: the smallest are merged now (each segment costs every search ~0.1 ms)
 MERGE_QUIET = 0.2  # seconds without a write before a background merge starts
+MERGE_NICE = 10  # the background merge thread's nice value (Linux)
 
 
 def merge_plan(live: Sequence[int], merge_at: int = MERGE_AT, max_segments: int = MAX_SEGMENTS) -> list[int]:
@@ -46,7 +48,8 @@ class Merger:
     a write that leaves a plan, once writes pause for `quiet` seconds (at once past the registry's
     `max_segments`); the thread ends when nothing is left to merge. A merge builds its segment
     without the registry's lock and commits only if its segments are unchanged, so a write never
-    waits for a merge's build (at most for its commit)."""
+    waits for a merge's build (at most for its commit), and the merge thread runs at a lower CPU
+    priority (`MERGE_NICE`)."""
 
     def __init__(self, registry: Any, background: bool, quiet: float):
         self.registry, self.background, self.quiet = registry, background, quiet
@@ -67,6 +70,10 @@ class Merger:
 
     def _loop(self) -> None:
         reg = self.registry
+        try:  # Linux: a thread's own nice value; the writes' threads keep the cores first
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), MERGE_NICE)
+        except (AttributeError, OSError):
+            pass
         try:
             while not self.closing:
                 with reg._lock:
