@@ -223,19 +223,18 @@ class LiveRegistry:
         cards = list(unique_cards(cards, on_duplicate))
         if not cards:
             return {"added": 0, "replaced": 0, "version": self.version}
-        times = [time.perf_counter()]
-        with self._segment(cards) as (segment, store):  # built before taking any lock: a merge never blocks it
-            times.append(time.perf_counter())
+        t = [time.perf_counter()]
+        with self.merges.writing(), self._segment(cards) as (segment, store):  # built before any lock is taken
+            t.append(time.perf_counter())
             with self._lock:
-                times.append(time.perf_counter())
+                t.append(time.perf_counter())
                 report = _waiting(lambda: self._live_index().publish(segment, upsert=True))
-                times.append(time.perf_counter())
+                t.append(time.perf_counter())
                 self._fresh[report["segment"]] = store
                 self.refresh()
                 self.merges.after_write()
-                times.append(time.perf_counter())
-                ms = {k: round((b - a) * 1e3, 2) for k, a, b in zip(("build", "wait", "commit", "show"), times[:-1],
-                                                                    times[1:], strict=True)}
+                t.append(time.perf_counter())
+                ms = {k: round((t[i + 1] - t[i]) * 1e3, 2) for i, k in enumerate(("build", "wait", "commit", "show"))}
                 return {"added": len(cards) - report["replaced"], "replaced": report["replaced"],
                         "version": self.version, "ms": ms}
 
@@ -297,6 +296,7 @@ class LiveRegistry:
         with self._lock:  # a card store's parsed-card cache is not shared between threads
             cards = [view.stores[s].get(cid) for s, cid in view.live_ids(segments)]
         with self._segment(cards) as (segment, store):
+            self.merges.yield_to_writes()  # a write under way commits first
             with self._lock:
                 try:
                     report = _waiting(lambda: self._live_index().publish(segment, replaces=replaces), wait)

@@ -14,7 +14,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import SsrError
@@ -56,6 +57,26 @@ class Merger:
         self._thread: threading.Thread | None = None
         self._running = self.closing = False
         self._last_write = 0.0
+        self._writes = 0  # writes under way (`writing`)
+        self._count = threading.Lock()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around a write (its build and commit): a background merge then commits after it."""
+        with self._count:
+            self._writes += 1
+        try:
+            yield
+        finally:
+            with self._count:
+                self._writes -= 1
+
+    def yield_to_writes(self, most: float = 0.5) -> None:
+        """A background merge about to commit waits (at most `most` s) while writes are under way, so that
+        their commits, and their visibility, never wait behind the merge's."""
+        deadline = time.monotonic() + most
+        while self.background and self._writes and time.monotonic() < deadline:
+            time.sleep(0.002)
 
     def after_write(self) -> None:
         """Called by a write, under the registry's lock."""

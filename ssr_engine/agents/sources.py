@@ -121,12 +121,13 @@ def _server_card(entry: Any, path: Path, line: int, position: int) -> AgentCard 
     registry's unique key; an older answer's `id` is a UUID per version). `packages`, `remotes` and
     other fields stay in the stored card, unindexed.
     """
-    server = entry.get("server") if isinstance(entry, dict) and isinstance(entry.get("server"), dict) else entry
-    if isinstance(entry, dict):
-        official = entry.get("_meta", {}).get("io.modelcontextprotocol.registry/official", {}) \
-            if isinstance(entry.get("_meta"), dict) else {}
-        detail = server.get("version_detail") if isinstance(server.get("version_detail"), dict) else {}
-        if (isinstance(official, dict) and official.get("isLatest") is False) or detail.get("is_latest") is False:
+    server: Any = entry.get("server") if isinstance(entry, dict) and isinstance(entry.get("server"), dict) else entry
+    if isinstance(entry, dict) and isinstance(server, dict):
+        meta = entry.get("_meta")
+        official = meta.get("io.modelcontextprotocol.registry/official") if isinstance(meta, dict) else None
+        detail = server.get("version_detail")
+        if (isinstance(official, dict) and official.get("isLatest") is False) or \
+                (isinstance(detail, dict) and detail.get("is_latest") is False):
             return None
     card = parse_card(server, path, line, position)
     name = server.get("name") if isinstance(server, dict) else None
