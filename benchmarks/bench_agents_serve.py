@@ -146,6 +146,7 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
     `LiveRegistry` on the same directory (as `ssr agents add` would), then polls the server (time
     from the end of the commit: the server's refresh delay plus requests)."""
     own, put_ms, other, other_write_ms = [], [], [], []
+    phases: list[dict[str, float]] = []  # the server's own account of each PUT (`LiveRegistry.put_many`'s "ms")
     writer = LiveRegistry.open(index)
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
         for i in range(rounds):
@@ -155,6 +156,7 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
             r = c.put("/cards/" + quote(cid, safe=""), json=card)
             put_ms.append((time.perf_counter() - t0) * 1e3)
             assert r.status_code in (200, 201), r.text
+            phases.append(r.json().get("ms") or {})
             own.append(_wait_visible(c, word, cid, t0))
         for i in range(rounds):
             word, cid = f"zqother{i}x", f"other {i}"
@@ -168,7 +170,17 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
             c.delete("/cards/" + quote(f"probe {i}", safe=""))
             c.delete("/cards/" + quote(f"other {i}", safe=""))
     writer.close()
+    # what the slowest rounds are made of: the server's phases, the rest of the PUT (HTTP, the event
+    # loop, the thread hop) and the polling after it
+    worst = sorted(range(rounds), key=lambda i: -own[i])[:10]
+    slowest = [{"round": i, "visible_ms": round(own[i], 1), "put_ms": round(put_ms[i], 1), "server_ms": phases[i],
+                "put_outside_server_ms": round(put_ms[i] - sum(phases[i].values()), 1),
+                "polling_ms": round(own[i] - put_ms[i], 1)} for i in worst]
+    server = {k: _summary([ph.get(k, 0.0) for ph in phases]) for k in ("build", "wait", "commit", "show")}
+    for v in server.values():
+        v.pop("values_ms")
     return {"rounds": rounds, "own_put_then_visible": _summary(own), "put_answered": _summary(put_ms),
+            "put_server_phases": server, "slowest_own_rounds": slowest,
             "other_process_commit_then_visible": _summary(other), "other_process_write": _summary(other_write_ms)}
 
 

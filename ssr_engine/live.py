@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError, SsrError
-from .format import Manifest, open_segment, resolve_index
+from .format import Manifest, resolve_index
 from .generations import (
     READERS,
     Commit,
@@ -77,6 +77,11 @@ class LiveIndex:
         self.chunk_docs = chunk_docs
         self._last: Snapshot | None = None  # segments are immutable: the next call reuses them
         self._ids: dict[tuple[str, str], IdTable] = {}  # (segment, manifest sha256) -> its id table, likewise
+
+    def share(self, snapshot: Snapshot) -> None:
+        """Reuse the segments a reader of this index holds open (`snapshot`, which stays the reader's):
+        the next call opens only segments newer than it (an agent registry's writes)."""
+        self._last = snapshot
 
     def _snapshot(self) -> Snapshot:
         snap = open_snapshot(self.root, reuse=self._last)
@@ -164,27 +169,26 @@ class LiveIndex:
                  replaces: dict[str, str | None] | None, started: float) -> dict[str, Any]:
         """The commit of `add` and `publish`: old versions deleted (`upsert`) or segments replaced."""
         staged, manifest, label = new_segment.folder, new_segment.manifest, new_segment.label
-        new = open_segment(staged)
-        try:
-            if replaces is not None:
-                refs, replaced = _replacing(self.root, snap, replaces, new.n_docs), 0
-            else:
-                new_ids = new.doc_id_array()
-                encoded = [i.encode("utf-8", "surrogatepass") for i in new_ids.to_pylist()]
-                hashes = id_hashes(encoded)
-                hits = self._find(snap, hashes, encoded)
-                replaced = sum(len(d) for d in hits.values())
-                if replaced and not upsert:
-                    seg, docs_found = next(iter(hits.items()))
-                    pos = _position_of(snap, seg, int(docs_found[0]), hashes, encoded)
-                    raise InputError(label, None, f"document id {new_ids[pos].as_py()!r} (document "
-                                     f"{pos + 1} of the input) is already in the index; use --upsert to "
-                                     f"replace it ({replaced} ids in all)")
-                refs = self._with_deletions(writer, snap, hits, adding=True)
-            refs.append((staged, new.n_docs, None, None))
-        finally:
-            new.close()
+        n_new = int(manifest.counts.documents)
+        # the new segment's ids from its id table (never opened here: its first reader opens it, once)
+        table = IdTable(staged, n_new)
+        if replaces is not None:
+            refs, replaced = _replacing(self.root, snap, replaces, n_new), 0
+        else:
+            encoded, hashes = table.encoded()
+            hits = self._find(snap, hashes, encoded)
+            replaced = sum(len(d) for d in hits.values())
+            if replaced and not upsert:
+                seg, docs_found = next(iter(hits.items()))
+                pos = _position_of(snap, seg, int(docs_found[0]), hashes, encoded)
+                raise InputError(label, None, f"document id {encoded[pos].decode('utf-8', 'surrogatepass')!r} "
+                                 f"(document {pos + 1} of the input) is already in the index; use --upsert to "
+                                 f"replace it ({replaced} ids in all)")
+            refs = self._with_deletions(writer, snap, hits, adding=True)
+        refs.append((staged, n_new, None, None))
         commit = _commit(writer, refs)
+        ref = commit.segments[-1]
+        self._ids[(ref.name, ref.manifest_sha256)] = table  # memory-mapped: the rename left it valid
         return {"added": int(manifest.counts.documents), "replaced": replaced, "segment": commit.segments[-1].name,
                 "generation": commit.generation, "seconds": round(time.time() - started, 3)}
 

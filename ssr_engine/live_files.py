@@ -144,6 +144,13 @@ class IdTable:
                 or int(self.offsets[-1]) != self.bytes.shape[0]):
             raise IndexFormatError(f"{segment}: id table sizes differ from the segment's {n_docs} documents")
 
+    def encoded(self) -> tuple[list[bytes], np.ndarray]:
+        """Every id as UTF-8 bytes, row = document, and their hashes (as `id_hashes` gives them)."""
+        offsets, data = np.asarray(self.offsets), np.asarray(self.bytes).tobytes()
+        hashes = np.empty(self.hash.shape[0], dtype=np.uint64)
+        hashes[np.asarray(self.doc)] = self.hash
+        return [data[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)], hashes
+
     def lookup(self, hashes: np.ndarray, encoded: list[bytes]) -> np.ndarray:
         """The document of each id (-1: not in this segment). `hashes` from `id_hashes(encoded)`."""
         found = np.full(len(encoded), -1, dtype=np.int64)

@@ -11,7 +11,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from .format import Counts, Index, Manifest
 from .generations import (
     IndexWriter,
 )
+from .indexing.pools import pool as make_pool
 from .live_files import write_id_table
 from .live_search import Snapshot
 
@@ -66,8 +67,6 @@ def build_segment(writer: IndexWriter | ScratchStaging, base: Manifest, source: 
                    header: bool = False) -> tuple[Path, Manifest]:
     """Build a staged segment of `source` (a file or an iterable of documents) with the base segment's
     settings, as `build_index` does (its `_build_into` and `_manifest`)."""
-    import pyarrow.parquet as pq
-
     from .format import write_manifest
     from .indexing.builder import MAX_SEED_ATTEMPTS, BuildConfig, _build_into, _manifest
     from .indexing.runs import HashCollision
@@ -98,7 +97,7 @@ def build_segment(writer: IndexWriter | ScratchStaging, base: Manifest, source: 
                 raise SsrError(f"signal hash collision in the added documents ({exc}); add them from a file") \
                     from exc
             seed += 1
-    write_id_table(tmp, pq.read_table(tmp / "doc_ids.parquet", columns=["id"]).column("id").combine_chunks())
+    write_id_table(tmp, stats.pop("id_array"))
     for name, (path, _) in (extra_files or {}).items():
         shutil.move(os.fspath(path), os.fspath(tmp / name))
     manifest = _manifest(config, stats, seed, seeds_tried, started, extra_files or {})
@@ -197,7 +196,7 @@ def compact_segment(writer: IndexWriter, snap: Snapshot, chunk_docs: int, worker
                    file=sys.stderr)
         pending: deque[Future[RunInfo]] = deque()
         try:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssr-compact") as pool:
+            with make_pool(workers, "ssr-compact") as pool:
                 try:
                     for s, docs in _live_chunks(snap, chunk_docs):
                         ids.append(_ids_of(snap.indexes[s], docs))

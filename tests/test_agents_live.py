@@ -260,3 +260,64 @@ def test_another_processes_commit_is_seen_after_a_quiet_time(tmp_path):
         assert not reader.stale()  # now from the folder's time alone
         writer.put(card)
         assert reader.stale() and reader.refresh() and card.id in reader and not reader.stale()
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_a_one_worker_build_writes_the_files_of_a_pooled_build(tmp_path, collide):
+    """A live write builds with one worker: on the calling thread, Numba's kernels serial
+    (`indexing.pools`). Its files are those of a build on a thread pool, byte for byte, including
+    after hash collisions (a narrow hash: the build restarts with the next seed)."""
+    import numpy as np
+
+    from ssr_engine.errors import SsrError
+    from ssr_engine.format import open_index
+    from ssr_engine.indexing import build_index
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(60)]
+    docs = [(f"d{i}", " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))) for i in range(50)]
+    bits = 64
+    if collide:  # the narrowest hash whose build succeeds only after a collision
+        for bits in range(8, 40):
+            try:
+                out = build_index(docs, tmp_path / "probe", workers=1, chunk_docs=17, hash_bits=bits, quiet=True,
+                                  force=True)
+            except SsrError:
+                continue
+            if open_index(out).settings.hash.seed > 0:
+                break
+    seeds = []
+    for workers in (1, 2):
+        out = build_index(docs, tmp_path / f"w{workers}", workers=workers, chunk_docs=17, hash_bits=bits,
+                          quiet=True)
+        seeds.append(open_index(out).settings.hash.seed)
+    assert (seeds[0] > 0) == collide
+    one, two = (next(p for p in (tmp_path / f"w{w}").iterdir() if p.name.startswith("seg-")) for w in (1, 2))
+    names = sorted(p.name for p in one.iterdir())
+    assert names == sorted(p.name for p in two.iterdir()) and "postings_docs.npy" in names
+    for name in names:
+        if name != "manifest.json":  # it records the workers and the times
+            assert (one / name).read_bytes() == (two / name).read_bytes(), name
+    m1, m2 = (json.loads((s / "manifest.json").read_text()) for s in (one, two))
+    assert m1["files"] == m2["files"] and m1["signals"] == m2["signals"] and seeds[0] == seeds[1]
+    assert np.array_equal(open_index(tmp_path / "w1").postings_docs, open_index(tmp_path / "w2").postings_docs)
+
+
+def test_pools_run_one_worker_inline_and_keep_numba_threads():
+    import numba
+
+    from ssr_engine.indexing.pools import SMALL, pool, serial_if_small
+
+    threads = numba.get_num_threads()
+    with serial_if_small(10):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == threads
+    with serial_if_small(SMALL):
+        assert numba.get_num_threads() == threads
+    with pool(1, "t") as p:
+        import threading
+
+        assert p.submit(threading.get_ident).result() == threading.get_ident()
+        failed = p.submit(int, "not a number")
+        with pytest.raises(ValueError):
+            failed.result()

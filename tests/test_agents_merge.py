@@ -223,3 +223,28 @@ def test_a_crash_mid_merge_or_compaction_leaves_the_last_commit(tmp_path, how):
     assert again.compact()["documents"] == 39 and len(again.view().stores) == 1
     assert not [p for p in (tmp_path / "reg").iterdir() if p.name.startswith(".staging")]
     _check_rebuild(again, expected, seed=2)
+
+
+def test_a_background_merge_commits_after_the_writes_under_way():
+    from ssr_engine.agents.merges import Merger
+
+    events: list[str] = []
+    merger = Merger(registry=None, background=True, quiet=0.0)
+
+    def merge_commit() -> None:
+        merger.yield_to_writes(most=30.0)
+        events.append("merge commits")
+
+    with merger.writing():
+        thread = threading.Thread(target=merge_commit)
+        thread.start()
+        thread.join(0.2)  # the merge waits while the write is under way
+        events.append("write commits")
+    thread.join(30.0)
+    assert events == ["write commits", "merge commits"]
+    inline = Merger(registry=None, background=False, quiet=0.0)
+    with inline.writing():  # a merge run by the write itself (no background thread) must not wait for it
+        thread = threading.Thread(target=inline.yield_to_writes, args=(30.0,))
+        thread.start()
+        thread.join(10.0)
+        assert not thread.is_alive()

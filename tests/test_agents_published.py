@@ -190,3 +190,45 @@ def test_surrogate_id_is_a_clear_error(tmp_path):
     src.write_text('{"id": "\\ud800", "name": "x"}\n')
     with pytest.raises(SsrError, match=r"cards.jsonl:1: .*not valid Unicode"):
         read_cards(src)
+
+
+# -- an MCP registry's server lists (the official registry's `GET /v0/servers` answers, and a seed file) --
+# The fixtures follow the shapes of modelcontextprotocol/registry: the current answer ({"servers": [{"server":
+# server.json, "_meta": ...}], "metadata"}), the first one ({"servers": [server.json with id, version_detail]})
+# and its seed file (a plain array of server.json, one entry per version).
+MCP_REGISTRY = DATA.parent / "mcp-registry"  # not in DATA: the seed's repeated names are refused there
+SERVERS = MCP_REGISTRY / "mcp-registry-servers.json"
+SERVERS_V0 = MCP_REGISTRY / "mcp-registry-servers-v0.json"
+SEED = MCP_REGISTRY / "mcp-registry-seed.json"
+
+
+def test_mcp_registry_server_lists_are_cards_named_by_server_name():
+    cards = read_cards(SERVERS)
+    # the version the registry marks as not the latest is left out; ids are the registry's unique names
+    assert [c.id for c in cards] == ["io.github.example/weather-server", "com.example/pdf-tools"]
+    weather, pdf = cards
+    assert weather.source == f"{SERVERS}:15" and pdf.source == f"{SERVERS}:30"  # the line of each entry
+    assert pdf.title == "PDF tools" and "extract text from PDF" in pdf.description
+    stored = json.loads(weather.raw)  # the server.json as published, packages included; not the _meta wrapper
+    assert stored["version"] == "0.3.1" and stored["packages"][0]["identifier"] == "@example/weather-server"
+    old = read_cards(SERVERS_V0)  # the first answers: their per-version UUID is not the id, the name is
+    assert [c.id for c in old] == ["io.github.example/weather-server", "io.github.example/pdf-tools"]
+    assert json.loads(old[0].raw)["id"] == "0f6c3c52-1b1e-4d8e-9a51-3f0e2b7c9a10"
+
+
+def test_mcp_registry_seed_array_names_versions_alike_and_keep_last_takes_the_newest():
+    with pytest.raises(InputError, match="calendar-mcp"):
+        read_cards(SEED)  # two versions of one server: the same id, told with both places
+    cards = read_cards(SEED, on_duplicate="keep-last")
+    assert [c.id for c in cards] == ["io.github.example/calendar-mcp", "io.github.example/time-now"]
+    assert json.loads(cards[0].raw)["version"] == "2.1.0"
+
+
+def test_a_registry_of_mcp_servers_is_built_served_and_found(tmp_path):
+    build_registry(read_cards(SERVERS) + read_cards(SEED, on_duplicate="keep-last"), tmp_path / "reg")
+    reg = Registry.open(tmp_path / "reg")
+    assert reg.discover("weather forecast for a city", 3).ids[0] == "io.github.example/weather-server"
+    assert reg.discover("merge pdf files", 3).ids[0] == "com.example/pdf-tools"
+    assert reg.discover("move calendar events", 3).ids[0] == "io.github.example/calendar-mcp"
+    card = reg.card("com.example/pdf-tools")  # read back from the card store: the same id and text
+    assert card.id == "com.example/pdf-tools" and json.loads(card.raw)["remotes"][0]["url"].endswith("/mcp")

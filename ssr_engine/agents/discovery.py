@@ -318,3 +318,20 @@ def build_error(exc: SsrError, docs: Path, sources: Sequence[str]) -> SsrError:
         return exc
     where = sources[exc.line - 1] if exc.line and exc.line <= len(sources) else "cards"
     return SsrError(f"{where}: {str(exc).split(': ', 1)[-1]}")
+
+
+def is_registry(index_dir: str | os.PathLike[str]) -> bool:
+    """Whether the newest commit at `index_dir` is an agent registry (its segments hold card stores;
+    False for anything else, a missing or broken index included)."""
+    from ..format import read_manifest
+    from ..generations import read_commit
+
+    root = Path(index_dir)
+    try:
+        commit = read_commit(root)
+        if commit is None or not commit.segments:
+            return False
+        ref = commit.segments[0]
+        return CARD_STORE in read_manifest(root / ref.name, ref.manifest_sha256).extra_files
+    except IndexFormatError:  # not an index, or a broken one: the caller's own open says why
+        return False

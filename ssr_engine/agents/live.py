@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,10 +40,12 @@ import numpy as np
 from ..errors import IndexFormatError, SsrError
 from ..format import CARD_STORE, CARD_STORE_FORMAT
 from .cards import AgentCard
-from .discovery import CardStore, Pool, build_error, write_documents_and_store
+from .discovery import CardStore, Pool, build_error, is_registry, write_documents_and_store
 from .merges import MAX_SEGMENTS, MERGE_AT, MERGE_QUIET, Merger, merge_plan
 from .sources import unique_cards
 from .view import View
+
+__all__ = ["LiveRegistry", "is_registry", "open_registry"]
 
 LOCK_WAIT = 30.0  # seconds a write waits for another writer (the index's lock is never waited for by itself)
 MTIME_SLACK = 100_000_000  # ns: a folder time this recent is read again (file systems stamp with a coarse clock)
@@ -64,6 +65,7 @@ class LiveRegistry:
         self.merges = Merger(self, background, merge_quiet)
         self._lock = threading.RLock()
         self._stores: dict[tuple[str, str], CardStore] = {}
+        self._fresh: dict[str, CardStore] = {}  # segment -> the store this process built it with (ids known to match)
         self._integer: dict[tuple[str, str | None], bool] = {}  # (segment, deletion file sha) -> live ids all integers
         self._writer: Any = None  # one LiveIndex for the registry's life: it reuses opened segments
         self._view = self._open_view()
@@ -179,11 +181,13 @@ class LiveRegistry:
                     key = (ref.name, ref.deletes_sha256)
                     if key not in self._integer:
                         self._integer[key] = live_ids_are_integers([part])
-                    integer = integer and self._integer[key]
+                    if not (integer := self._integer[key]):
+                        break  # the rest need not be read (a new segment's ids: its Parquet file)
                 searcher = PartsSearcher(parts, integer=integer)
         except BaseException:
             snap.close()
             raise
+        self._fresh.clear()  # a store not taken: its segment left before this view
         deleted = [None if d is None else d.mask for d in snap.deletions]
         bases = np.cumsum([0] + [ix.n_docs for ix in snap.indexes]).astype(np.int64)
         return View(snap, searcher, stores, deleted, bases)
@@ -196,8 +200,10 @@ class LiveRegistry:
             raise IndexFormatError(f"{index.path}: a segment without a card store; not an agent registry "
                                    "(use `ssr agents build`; `ssr compact` drops card stores)")
         path = index.path / CARD_STORE
-        store = CardStore(path)
-        if store.ids() != index.doc_id_array().to_pylist():
+        store = self._fresh.pop(name, None)
+        if store is not None:  # built here from the segment's own cards: its rows are the documents
+            store.path = path
+        elif (store := CardStore(path)).ids() != index.doc_id_array().to_pylist():
             raise IndexFormatError(f"{path}: its cards are not the segment's documents ({len(store)} cards, "
                                    f"{index.n_docs} documents)")
         self._stores = {key: s for key, s in self._stores.items() if key[0] != name}
@@ -212,17 +218,25 @@ class LiveRegistry:
 
     def put_many(self, cards: Iterable[AgentCard], on_duplicate: str = "keep-last") -> dict[str, Any]:
         """Add or replace cards in one commit, shown before returning; returns {"added", "replaced",
-        "version"}, the version this registry shows now. Segments are merged after (`merge`)."""
+        "version" (the version this registry shows now), "ms" (where the time went: build, wait for
+        the lock, commit, show)}. Segments are merged after (`merge`)."""
         cards = list(unique_cards(cards, on_duplicate))
         if not cards:
             return {"added": 0, "replaced": 0, "version": self.version}
-        with self._segment(cards) as segment:  # built before taking any lock: a merge's build never blocks it
+        t = [time.perf_counter()]
+        with self.merges.writing(), self._segment(cards) as (segment, store):  # built before any lock is taken
+            t.append(time.perf_counter())
             with self._lock:
+                t.append(time.perf_counter())
                 report = _waiting(lambda: self._live_index().publish(segment, upsert=True))
+                t.append(time.perf_counter())
+                self._fresh[report["segment"]] = store
                 self.refresh()
                 self.merges.after_write()
+                t.append(time.perf_counter())
+                ms = {k: round((t[i + 1] - t[i]) * 1e3, 2) for i, k in enumerate(("build", "wait", "commit", "show"))}
                 return {"added": len(cards) - report["replaced"], "replaced": report["replaced"],
-                        "version": self.version}
+                        "version": self.version, "ms": ms}
 
     def delete(self, card_id: str) -> bool:
         """Remove the card with this id; False (nothing written) when there is none."""
@@ -247,21 +261,23 @@ class LiveRegistry:
         with self._lock:
             if self._writer is None:
                 self._writer = LiveIndex(self.path, workers=1)
+            self._writer.share(self._view.snapshot)  # the view's segments are open: not again
             return self._writer
 
     @contextmanager
     def _segment(self, cards: list[AgentCard]) -> Iterator[Any]:
         """A segment of `cards` (documents and card store) built without any lock (`LiveIndex.prepare`),
-        to publish while inside the block. A bad card is told as the user's file and line."""
+        to publish while inside the block, and its store opened. A bad card is told as its file and line."""
         from ..generations import scratch_dir
 
         with scratch_dir(self.path.parent, f".{self.path.name}.agents-") as work:
             docs, store = work / "documents.jsonl", work / CARD_STORE
             write_documents_and_store(cards, docs, store)
+            opened = CardStore(store)  # read before the file moves into the segment
             try:
                 with self._live_index().prepare(collection=docs, fmt="jsonl-any-id", work=work,
                                                 extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}) as segment:
-                    yield segment
+                    yield segment, opened
             except SsrError as exc:
                 told = build_error(exc, docs, [c.source for c in cards])
                 if told is exc:
@@ -279,12 +295,14 @@ class LiveRegistry:
         replaces = {refs[s].name: refs[s].deletes_sha256 for s in segments}
         with self._lock:  # a card store's parsed-card cache is not shared between threads
             cards = [view.stores[s].get(cid) for s, cid in view.live_ids(segments)]
-        with self._segment(cards) as segment:
+        with self._segment(cards) as (segment, store):
+            self.merges.yield_to_writes()  # a write under way commits first
             with self._lock:
                 try:
-                    _waiting(lambda: self._live_index().publish(segment, replaces=replaces), wait)
+                    report = _waiting(lambda: self._live_index().publish(segment, replaces=replaces), wait)
                 except StaleCommit:
                     return False
+                self._fresh[report["segment"]] = store
                 self.refresh()
         return True
 
@@ -373,23 +391,6 @@ def _waiting(write: Any, wait: float = LOCK_WAIT) -> dict[str, Any]:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
-
-
-def is_registry(index_dir: str | os.PathLike[str]) -> bool:
-    """Whether the newest commit at `index_dir` is an agent registry (its segments hold card stores;
-    False for anything else, a missing or broken index included)."""
-    from ..format import read_manifest
-    from ..generations import read_commit
-
-    root = Path(index_dir)
-    try:
-        commit = read_commit(root)
-        if commit is None or not commit.segments:
-            return False
-        ref = commit.segments[0]
-        return CARD_STORE in read_manifest(root / ref.name, ref.manifest_sha256).extra_files
-    except IndexFormatError:  # not an index, or a broken one: the caller's own open says why
-        return False
 
 
 def open_registry(index_dir: str | os.PathLike[str]) -> LiveRegistry:

@@ -10,10 +10,12 @@ for a merge it caused.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import SsrError
@@ -21,6 +23,7 @@ from ..errors import SsrError
 MERGE_AT = 4  # a size tier holding this many segments is merged (`merge_plan`)
 MAX_SEGMENTS = 8  # more than this: the smallest are merged now (each segment costs every search ~0.1 ms)
 MERGE_QUIET = 0.2  # seconds without a write before a background merge starts
+MERGE_NICE = 10  # the background merge thread's nice value (Linux)
 
 
 def merge_plan(live: Sequence[int], merge_at: int = MERGE_AT, max_segments: int = MAX_SEGMENTS) -> list[int]:
@@ -46,13 +49,34 @@ class Merger:
     a write that leaves a plan, once writes pause for `quiet` seconds (at once past the registry's
     `max_segments`); the thread ends when nothing is left to merge. A merge builds its segment
     without the registry's lock and commits only if its segments are unchanged, so a write never
-    waits for a merge's build (at most for its commit)."""
+    waits for a merge's build (at most for its commit), and the merge thread runs at a lower CPU
+    priority (`MERGE_NICE`)."""
 
     def __init__(self, registry: Any, background: bool, quiet: float):
         self.registry, self.background, self.quiet = registry, background, quiet
         self._thread: threading.Thread | None = None
         self._running = self.closing = False
         self._last_write = 0.0
+        self._writes = 0  # writes under way (`writing`)
+        self._count = threading.Lock()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around a write (its build and commit): a background merge then commits after it."""
+        with self._count:
+            self._writes += 1
+        try:
+            yield
+        finally:
+            with self._count:
+                self._writes -= 1
+
+    def yield_to_writes(self, most: float = 0.5) -> None:
+        """A background merge about to commit waits (at most `most` s) while writes are under way, so that
+        their commits, and their visibility, never wait behind the merge's."""
+        deadline = time.monotonic() + most
+        while self.background and self._writes and time.monotonic() < deadline:
+            time.sleep(0.002)
 
     def after_write(self) -> None:
         """Called by a write, under the registry's lock."""
@@ -67,6 +91,10 @@ class Merger:
 
     def _loop(self) -> None:
         reg = self.registry
+        try:  # Linux: a thread's own nice value; the writes' threads keep the cores first
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), MERGE_NICE)
+        except (AttributeError, OSError):
+            pass
         try:
             while not self.closing:
                 with reg._lock:

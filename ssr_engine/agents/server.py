@@ -269,7 +269,8 @@ def create_app(
         except SsrError as exc:
             return error(409, str(exc))
         replaced = report["replaced"] > 0
-        body = json.dumps({"id": cid, "created": not replaced, "version": report["version"]})
+        body = json.dumps({"id": cid, "created": not replaced, "version": report["version"],
+                           "ms": report.get("ms")})
         return Response(body, status_code=200 if replaced else 201, media_type="application/json")
 
     @app.delete("/cards/{card_id:path}", summary="Remove a card")

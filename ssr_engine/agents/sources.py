@@ -2,7 +2,8 @@
 
 A JSONL file holds one value per line; a `.json` file one value; a folder is searched recursively
 for `.json` files (`card_files`; `.well-known/agent-card.json` layouts included). A value is a card,
-an MCP `tools/list` answer (the JSON-RPC envelope or its `result` object: one card per tool) or an
+an MCP `tools/list` answer (the JSON-RPC envelope or its `result` object: one card per tool), an
+MCP registry's server list (`{"servers": [...]}`: one card per server.json, `_server_card`) or an
 array of these. Each card is parsed by `cards.parse_card` and named by the line where it starts in
 its file (found by a key-path walk with the C JSON decoder, `_item_offsets`), so every error names
 the user's file and line. `unique_cards` enforces unique ids; the writers write JSONL atomically.
@@ -11,6 +12,7 @@ the user's file and line. `unique_cards` enforces unique ids; the writers write 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import os
 import re
@@ -102,6 +104,38 @@ def _tool_list(value: Any) -> tuple[list[Any], tuple[str, ...]] | None:
     return None
 
 
+def _server_list(value: Any) -> list[Any] | None:
+    """The entries of an MCP registry's server list (`GET /v0/servers`: {"servers": [...], ...}), else None."""
+    if isinstance(value, dict) and isinstance(value.get("servers"), list) and "name" not in value \
+            and "id" not in value:
+        return value["servers"]
+    return None
+
+
+def _server_card(entry: Any, path: Path, line: int, position: int) -> AgentCard | None:
+    """One entry of an MCP registry's server list as a card, or None for a version the registry marks
+    as not the latest (a list may hold every version of a server; a client installs the latest).
+
+    The card is the entry's server.json (the entry itself, or its `server` member in the registry's
+    newer answers, whose `_meta` holds the registry's own fields), named by the server's `name` (the
+    registry's unique key; an older answer's `id` is a UUID per version). `packages`, `remotes` and
+    other fields stay in the stored card, unindexed.
+    """
+    server: Any = entry.get("server") if isinstance(entry, dict) and isinstance(entry.get("server"), dict) else entry
+    if isinstance(entry, dict) and isinstance(server, dict):
+        meta = entry.get("_meta")
+        official = meta.get("io.modelcontextprotocol.registry/official") if isinstance(meta, dict) else None
+        detail = server.get("version_detail")
+        if (isinstance(official, dict) and official.get("isLatest") is False) or \
+                (isinstance(detail, dict) and detail.get("is_latest") is False):
+            return None
+    card = parse_card(server, path, line, position)
+    name = server.get("name") if isinstance(server, dict) else None
+    if isinstance(name, str) and name and valid_unicode(name) and name != card.id:
+        card = dataclasses.replace(card, id=name)  # kept by the card store, as an id given at build time
+    return card
+
+
 def _cards_of_value(value: Any, text: str, start: int, lines: _Lines, path: Path,
                     position: int, raw: str | None = None) -> Iterator[AgentCard]:
     """The cards one decoded JSON value holds (it starts at `start` in `text`)."""
@@ -113,8 +147,11 @@ def _cards_of_value(value: Any, text: str, start: int, lines: _Lines, path: Path
     if isinstance(value, dict) and "jsonrpc" in value and _tool_list(value) is None:
         raise where.error("a JSON-RPC message without result.tools: expected a tools/list response")
     listed = _tool_list(value)
+    servers = _server_list(value)
     if listed is not None:
         items, key_path = listed
+    elif servers is not None:
+        items, key_path = servers, ("servers",)
     elif isinstance(value, list):
         items, key_path = value, ()
     else:
@@ -125,6 +162,11 @@ def _cards_of_value(value: Any, text: str, start: int, lines: _Lines, path: Path
         at = offsets[j] if offsets is not None and j < len(offsets) else start
         if isinstance(item, (dict, list)) and _tool_list(item) is not None:
             yield from _cards_of_value(item, text, at, lines, path, position + j)
+        elif servers is not None or (isinstance(item, dict) and isinstance(item.get("server"), dict)
+                                     and "name" not in item):
+            card = _server_card(item, path, lines.at(at), position + j)
+            if card is not None:
+                yield card
         else:
             yield parse_card(item, path, lines.at(at), position + j)
 

@@ -10,7 +10,6 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,8 @@ from ..version import __version__
 from .doc_ids import DocIdTable
 from .invert import Inverted, invert
 from .merge import merge_runs, write_forward
+from .pools import pool as make_pool
+from .pools import serial_call
 from .runs import HashCollision
 from .strings import encode_strings
 
@@ -276,14 +277,16 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
     clock.lap("merge")
     # the strings step (one core for most of it) reads the merge's string table, the forward step the
     # runs: independent, so the strings run beside the forward rows. Not beside the ids (their table
-    # and sort): together they passed 2 GiB at 8.8M (benchmarks/RESULTS.md)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssr-strings") as pool:
-        strings = pool.submit(_timed, encode_strings, run_dir, tmp, seed, int(hash_mask(config.hash_bits)))
+    # and sort): together they passed 2 GiB at 8.8M (benchmarks/RESULTS.md). One worker (a live index's
+    # small write): both on this thread, the kernels serial when small (`pools`)
+    with make_pool(config.workers, "ssr-strings") as pool:
+        strings = pool.submit(_timed, serial_call, n_terms, encode_strings, run_dir, tmp, seed,
+                              int(hash_mask(config.hash_bits)))
         write_forward(run_dir, tmp, runs, keep_lengths=config.keep_tf, n_terms=n_terms, workers=config.workers)
         clock.lap("forward")
         clock.phases["strings"] = strings.result()  # its own seconds, overlapped with the forward rows
         clock.lap("strings_wait")
-    id_info = ids.finish(tmp)
+    id_info, id_array = ids.finish(tmp)
     clock.lap("ids")
     shutil.rmtree(run_dir)
     clock.lap("remove_runs")
@@ -295,6 +298,7 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
             "empty_documents": sum(r.empty_docs for r in runs),
         },
         "ids": id_info,
+        "id_array": id_array,  # row = document (a live segment's id table is made from it, not read back)
         "input": _input_info(collection, config, label, inverted),
         "runs": len(runs),
         "phases": clock.phases,

@@ -90,9 +90,10 @@ class DocIdTable:
                 return line
         return None
 
-    def finish(self, out_dir: Path) -> dict[str, Any]:
-        """Write doc_ids.parquet and doc_rank.npy; returns the id settings for the manifest."""
-        return write_id_files(out_dir, pa.chunked_array(self.chunks, type=pa.string()).combine_chunks())
+    def finish(self, out_dir: Path) -> tuple[dict[str, Any], pa.Array]:
+        """Write doc_ids.parquet and doc_rank.npy; returns the id settings for the manifest, and the ids."""
+        ids = pa.chunked_array(self.chunks, type=pa.string()).combine_chunks()
+        return write_id_files(out_dir, ids), ids
 
 
 def write_id_files(out_dir: Path, ids: pa.Array) -> dict[str, Any]:

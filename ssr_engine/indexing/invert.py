@@ -12,7 +12,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from ..extract import SignalBatch
 from ..hashing import hash_mask
 from ..stopwords import StopwordList
 from .doc_ids import DocIdTable
+from .pools import pool as make_pool
 from .runs import RunInfo, write_run
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def invert(collection: Path | str | Iterable[Any], config: BuildConfig, seed: in
         bar.advance(pos, run.n_docs)
 
     with _interrupts_at_checkpoints() as checkpoint, \
-            ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="ssr-invert") as pool:
+            make_pool(config.workers, "ssr-invert") as pool:
         try:
             for chunk in read_collection(collection, config.fmt, config.chunk_docs, config.skip_bad_lines,
                                          config.header):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from ..kernels.forward import width_for
 from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
 from ..kernels.packed import pack32
 from ..kernels.spans import gather_spans
+from .pools import pool as make_pool
 from .runs import HashCollision, RunInfo, run_file
 from .strings import encode_strings
 
@@ -115,7 +116,7 @@ def merge_runs(
         progress(m.entries)
 
     try:
-        with ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="ssr-merge") as pool:
+        with make_pool(workers, "ssr-merge") as pool:
             try:
                 for b in range(n_buckets):
                     pending.append(pool.submit(merged, b))
@@ -269,7 +270,7 @@ def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_length
             lengths.append(np.load(run_file(run_dir, run.index, "doc_tokens")))
 
     try:
-        with ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="ssr-forward") as pool:
+        with make_pool(workers, "ssr-forward") as pool:
             try:
                 for run in runs:
                     pending.append((run, pool.submit(forward, run)))
