@@ -283,7 +283,7 @@ def shard_answers(root: Path, queries: list[str], k: int | None, method: str = "
     """What the Ray path answers: each actor's `ShardWorker.search` (`actors` consecutive groups of
     shards; 0: one shard each) merged by `merge_shards`."""
     m = read_manifest(root)
-    groups = np.array_split(np.arange(len(m.shards)), actors or len(m.shards))
+    groups = np.array_split(np.arange(len(m.shards)), min(actors or len(m.shards), len(m.shards)))
     workers = [ShardWorker(str(root), g.tolist(), m.generation, method, threads, BM25_K1, BM25_B) for g in groups]
     of = {i: ix for w in workers for i, ix in zip(w.shards, w.indexes, strict=True)}
     ids = CollectionIds(of.__getitem__, np.cumsum([0] + [s.documents for s in m.shards]))

@@ -33,6 +33,9 @@ def local_ray():
     # Ray starts its workers at niceness 15 above the caller's by default; the test run's own priority
     # is enough (nice 19 or 10 already) and the actors otherwise take minutes to start under load
     os.environ.setdefault("RAY_worker_niceness", "0")
+    # a worker started again for a killed actor registers in Ray's 60 s by default; at a load average of
+    # ~20 (nice 19) one took longer and the actor was declared unschedulable
+    os.environ.setdefault("RAY_worker_register_timeout_seconds", "600")
     for attempt in range(2):
         try:
             connect(None, num_cpus=2)  # as the library starts one: its workers import this checkout
