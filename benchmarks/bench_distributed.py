@@ -3,14 +3,15 @@
     build  --collection C --out DIR [--shards 4] [--runner ray|processes] [--only single|sharded]
         Time `build_index` (DIR/single) and `build_sharded` (DIR/sharded) of C, one after the other
         in this process (the single build in a child process, so Ray is not running meanwhile).
-    search --single DIR1 --sharded DIR2 --queries Q [-k 10 1000] [--rounds 2] [--latency 1000]
-        Start a local Ray instance (timed), one actor per shard (timed), then for each k: every
+    search --single DIR1 --sharded DIR2 --queries Q [-k 10 1000] [--rounds 2] [--latency 1000] [--actors 0]
+        Start a local Ray instance (timed), then for each count of `--actors` (0: the default, one
+        per CPU; each holds a group of shards) the actors (timed) and for each k: every
         query through the single index (Searcher, all cores), through the actors (ShardedSearcher)
         and in this process (LocalSharded, no Ray); the best of `rounds` batch timings; every
         query's ids, score bits, matches and document numbers compared with the single index's (the
         single index and the actors alternate round after round). Also the driver's merge alone, on
         the shards' own lists (the price of the merge); the terms' share of the work of one index and
-        of one shard (one thread, `fixed_cost`); and the latency of single queries (the first
+        of one actor's shards (one thread, `fixed_cost`); and the latency of single queries (the first
         `latency` queries one after another, p50/p99 ms) through the single index and the actors.
 
 Run under `flock /tmp/ssr-bench.lock`, at normal priority. Prints JSON lines.
@@ -63,18 +64,56 @@ def build(args: argparse.Namespace) -> None:
 
 
 def fixed_cost(single, worker, queries: list[str], k: int) -> None:
-    """One thread, in this process: what one index and one shard (shard 0's `ShardWorker`) spend on the
-    queries' terms (extraction, vocabulary look-up, weights) and in all, for the whole batch. Each of the
-    S actors pays the terms part again."""
+    """One thread, in this process: what one index and one actor (the first group's `ShardWorker`) spend
+    on the queries' terms (extraction, vocabulary look-ups, weights) and in all, for the whole batch.
+    Every shard pays the look-up part again."""
     from ssr_engine.retrieval import numba_threads
 
     with numba_threads(1):
         t_terms, _, qb = timed(lambda: single.query_batch(queries), 1)
         t_kernel, _, _ = timed(lambda: single.run_kernel(qb, k, threads=1), 1)
         s_terms, _, _ = timed(lambda: worker.searcher.query_terms(queries), 1)
-        s_all, _, _ = timed(lambda: worker._run(queries, k), 1)
-    emit(phase="fixed_cost", k=k, queries=len(queries), single_terms_s=round(t_terms, 3),
-         single_kernel_s=round(t_kernel, 3), shard0_terms_s=round(s_terms, 3), shard0_total_s=round(s_all, 3))
+        s_all, _, _ = timed(lambda: worker.search(np.array(queries, dtype=str), k), 1)
+    emit(phase="fixed_cost", k=k, queries=len(queries), shards=worker.shards, single_terms_s=round(t_terms, 3),
+         single_kernel_s=round(t_kernel, 3), actor0_terms_s=round(s_terms, 3), actor0_total_s=round(s_all, 3))
+
+
+def compare(args: argparse.Namespace, queries: list[str], k: int, single, ray_s, local, worker) -> None:
+    """One k: the single index and the actors alternating, the in-process shards (when `local`), the
+    driver's merge alone, the fixed costs, the latency of single queries."""
+    import ray
+
+    # one index and the actors alternate, round after round (a load change hits both); best of each
+    (t_one, t_ray), want, got = alternating([lambda: single.search_batch(queries, k),
+                                             lambda: ray_s.search_batch(queries, k)], args.rounds)
+    bad_ray = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
+    del got
+    t_local, bad_local = 0.0, None
+    if local is not None:
+        t_local, _, got = timed(lambda: local.search_batch(queries, k), args.rounds)
+        bad_local = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
+        del got
+    # the merge alone: every actor's own top k (one round of all queries), merged as the driver does
+    obj = ray.put(np.array(queries, dtype=str))
+    parts = ray.get([a.search.remote(obj, k) for a in ray_s.actors])
+    rows = sum(int(p[0][-1]) for p in parts)
+    t = time.perf_counter()
+    ray_s.merge(parts, len(queries), k)
+    t_merge = time.perf_counter() - t
+    n = len(queries)
+    emit(phase="search", k=k, queries=n, actors=len(ray_s.actors), single_qps=round(n / t_one, 1),
+         ray_qps=round(n / t_ray, 1), local_qps=None if local is None else round(n / t_local, 1),
+         ray_ratio=round(t_one / t_ray, 3), local_ratio=None if local is None else round(t_one / t_local, 3),
+         merge_seconds=round(t_merge, 3), actor_rows=rows,
+         ranked=ray_s.manifest.ranked, mismatches_ray=bad_ray, mismatches_local=bad_local,
+         results=sum(len(r) for r in want))
+    del want, parts
+    fixed_cost(single, worker, queries, k)
+    if args.latency:
+        one = latency(single, queries[: args.latency], k)
+        through = latency(ray_s, queries[: args.latency], k)
+        emit(phase="latency", k=k, actors=len(ray_s.actors), queries=min(args.latency, n), single_ms=one,
+             ray_ms=through)
 
 
 def search(args: argparse.Namespace) -> None:
@@ -89,44 +128,22 @@ def search(args: argparse.Namespace) -> None:
     t = time.perf_counter()
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
     emit(phase="ray_start", seconds=round(time.perf_counter() - t, 2))
-    t = time.perf_counter()
-    ray_s = ShardedSearcher(args.sharded)
-    emit(phase="actors_ready", shards=len(ray_s.actors), actor_cpus=ray_s.actor_cpus,
-         seconds=round(time.perf_counter() - t, 2))
     single = Searcher(args.single)
     local = open_local(args.sharded)
-    for s in (single, ray_s, local):  # warm-up: kernels loaded, pages mapped
+    for s in (single, local):  # warm-up: kernels loaded, pages mapped
         s.search_batch(queries[:200], 10)
-    worker = ShardWorker(str(args.sharded), 0, ray_s.manifest.generation, ray_s.method, 1, BM25_K1, BM25_B)
-    for k in args.k:
-        # one index and the actors alternate, round after round (a load change hits both); best of each
-        (t_one, t_ray), want, got = alternating([lambda k=k: single.search_batch(queries, k),
-                                                 lambda k=k: ray_s.search_batch(queries, k)], args.rounds)
-        bad_ray = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
-        del got
-        t_local, _, got = timed(lambda k=k: local.search_batch(queries, k), args.rounds)
-        bad_local = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
-        del got
-        # the merge alone: every shard's own top k (one round of all queries), merged as the driver does
-        obj = ray.put(np.array(queries, dtype=str))
-        parts = ray.get([a.search.remote(obj, k) for a in ray_s.actors])
-        rows = sum(int(p[0][-1]) for p in parts)
+    for actors in args.actors:
         t = time.perf_counter()
-        ray_s.merge(parts, list(range(len(parts))), len(queries), k)
-        t_merge = time.perf_counter() - t
-        n = len(queries)
-        emit(phase="search", k=k, queries=n, single_qps=round(n / t_one, 1), ray_qps=round(n / t_ray, 1),
-             local_qps=round(n / t_local, 1), ray_ratio=round(t_one / t_ray, 3),
-             local_ratio=round(t_one / t_local, 3), merge_seconds=round(t_merge, 3), shard_rows=rows,
-             ranked=ray_s.manifest.ranked, mismatches_ray=bad_ray, mismatches_local=bad_local,
-             results=sum(len(r) for r in want))
-        del want, parts
-        fixed_cost(single, worker, queries, k)
-        if args.latency:
-            one = latency(single, queries[: args.latency], k)
-            through = latency(ray_s, queries[: args.latency], k)
-            emit(phase="latency", k=k, queries=min(args.latency, n), single_ms=one, ray_ms=through)
-    ray_s.close()
+        ray_s = ShardedSearcher(args.sharded, actors=actors or None)
+        emit(phase="actors_ready", shards=len(ray_s.manifest.shards), actors=len(ray_s.actors), groups=ray_s.groups,
+             actor_cpus=ray_s.actor_cpus, seconds=round(time.perf_counter() - t, 2))
+        ray_s.search_batch(queries[:200], 10)
+        worker = ShardWorker(str(args.sharded), ray_s.groups[0], ray_s.manifest.generation, ray_s.method, 1,
+                             BM25_K1, BM25_B)
+        for k in args.k:
+            compare(args, queries, k, single, ray_s, local if actors == args.actors[0] else None, worker)
+        worker.close()
+        ray_s.close()
     ray.shutdown()
 
 
@@ -146,6 +163,8 @@ def main() -> None:
     s.add_argument("-k", type=int, nargs="+", default=[10, 1000])
     s.add_argument("--rounds", type=int, default=2)
     s.add_argument("--latency", type=int, default=1000, help="single queries timed one by one (0: none)")
+    s.add_argument("--actors", type=int, nargs="+", default=[0],
+                   help="actors, one run each (0: one per CPU, the default of ShardedSearcher)")
     args = p.parse_args()
     build(args) if args.cmd == "build" else search(args)
 

@@ -140,7 +140,10 @@ def test_property_ties_across_shards(seed: int, n: int, shards: int, ids: str) -
         assert read_manifest(Path(tmp) / "s").ranked
         one = open_retriever(Path(tmp) / "one")
         for k in (1, 3, 10, None):  # ten words: most results tie on (score, matches), across shards
-            assert_identical(shard_answers(Path(tmp) / "s", QUERIES, k), one.search_batch(QUERIES, k))
+            want = one.search_batch(QUERIES, k)
+            for actors in (0, 1, 2):  # one shard an actor; all in one (each shard behind the bar of the
+                # ones before); two groups
+                assert_identical(shard_answers(Path(tmp) / "s", QUERIES, k, actors=actors), want)
 
 
 # ---------------------------------------------------------------------------- bad input
@@ -275,17 +278,33 @@ def test_cli_build_search_evaluate_verify(tmp_path: Path, capsys) -> None:
 # ------------------------------------------------- the actors' arrays and the driver's merge (no Ray)
 
 
-def shard_answers(root: Path, queries: list[str], k: int | None, method: str = "ssr") -> list:
-    """What the Ray path answers: every shard's `ShardWorker.search` merged by `merge_shards`."""
+def shard_answers(root: Path, queries: list[str], k: int | None, method: str = "ssr", actors: int = 0,
+                  threads: int = 1) -> list:
+    """What the Ray path answers: each actor's `ShardWorker.search` (`actors` consecutive groups of
+    shards; 0: one shard each) merged by `merge_shards`."""
     m = read_manifest(root)
-    workers = [ShardWorker(str(root), i, m.generation, method, 1, BM25_K1, BM25_B) for i in range(len(m.shards))]
-    ids = CollectionIds(lambda i: workers[i].index, np.cumsum([0] + [s.documents for s in m.shards]))
+    groups = np.array_split(np.arange(len(m.shards)), min(actors or len(m.shards), len(m.shards)))
+    workers = [ShardWorker(str(root), g.tolist(), m.generation, method, threads, BM25_K1, BM25_B) for g in groups]
+    of = {i: ix for w in workers for i, ix in zip(w.shards, w.indexes, strict=True)}
+    ids = CollectionIds(of.__getitem__, np.cumsum([0] + [s.documents for s in m.shards]))
     try:
         lists = [w.search(np.array(queries, dtype=str), k) for w in workers]
-        return merge_shards(lists, list(range(len(workers))), len(queries), k, m.integer, ids)
+        return merge_shards(lists, len(queries), k, m.integer, ids)
     finally:
         for w in workers:
-            w.index.close()
+            w.close()
+
+
+def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path) -> None:
+    """Two threads, 300 queries: the group's search in pieces on both threads, joined in query order."""
+    path = write_tsv(tmp_path / "c.tsv", random_docs(23, 400, "int"))
+    build_index(path, tmp_path / "one", quiet=True)
+    build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
+    rng = random.Random(5)
+    queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(300)]
+    one = open_retriever(tmp_path / "one")
+    for k in (1, 7, 1000):
+        assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1, threads=2), one.search_batch(queries, k))
 
 
 def without_ranks(root: Path) -> None:
@@ -307,10 +326,13 @@ def test_shard_lists_of_other_methods_and_of_an_index_without_ranks(tmp_path: Pa
     one = open_retriever(tmp_path / "one")
     for k in (1, 10, None):
         assert_identical(shard_answers(tmp_path / "s", QUERIES, k, method), one.search_batch(QUERIES, k))
+        assert_identical(shard_answers(tmp_path / "s", QUERIES, k, method, 2), one.search_batch(QUERIES, k))
     without_ranks(tmp_path / "s")  # the driver then merges with parts.merge_results (ids read on ties)
     assert not read_manifest(tmp_path / "s").ranked and verify_sharded(tmp_path / "s") == []
     for k in (1, 10, None):
-        assert_identical(shard_answers(tmp_path / "s", QUERIES, k, method), one.search_batch(QUERIES, k))
+        for actors in (0, 2):
+            for m in ({method, "ssr"}):  # ssr without ranks: the group's `PartsSearcher`
+                assert_identical(shard_answers(tmp_path / "s", QUERIES, k, m, actors), one.search_batch(QUERIES, k))
 
 
 def test_add_ranks_to_an_older_index_and_verify_checks_them(tmp_path: Path) -> None:

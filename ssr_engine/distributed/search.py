@@ -1,12 +1,14 @@
-"""Searching a sharded index: in this process (`open_local`) or through one Ray actor per shard
-(`ShardedSearcher`). Both are `retrieval.Retriever`s and answer exactly as one index over the
-collection would, ids, scores, matches and document numbers alike.
+"""Searching a sharded index: in this process (`open_local`: one `worker.ShardWorker` holding every
+shard) or through Ray actors, each holding a group of shards (`ShardedSearcher`). Both are
+`retrieval.Retriever`s and answer exactly as one index over the collection would, ids, scores,
+matches and document numbers alike.
 
-Each shard is a `parts.Part` searched by `parts_search.PartsSearcher` with the index's `GlobalStats` (N,
-BM25 tokens and the shard's slice of the weight table), so no statistics travel at query time.
+Each shard is a `parts.Part` with the index's `GlobalStats` (N, BM25 tokens and the shard's slice of
+the weight table), so no statistics travel at query time.
 Through Ray, the driver puts the batch's query texts in the object store once (a NumPy string
-array: smaller than their signals), every actor (`worker.ShardWorker`) returns its exact top-k as
-flat arrays (per row its shard number, score, matches and collection-wide id rank: 20 bytes), and
+array: smaller than their signals), every actor (`worker.ShardWorker`) returns its group's exact
+top-k as flat arrays (its shards searched one after another, each behind the bar of the top k so
+far; per row its collection number, score, matches and collection-wide id rank: 20 bytes), and
 the driver merges them by the full key as numbers (`worker.merge_shards`), reading from the shards'
 id tables (mapped in the driver, which sees the index directory as the actors do) only the ids of
 the rows it keeps. Rounds are bounded and two are in flight: actors search while the driver merges.
@@ -14,7 +16,7 @@ Document numbers are collection-wide: shard i's first number is the sum of the e
 sizes, which for a file split into byte ranges is the document's position in the file.
 
 Faults: an actor that dies (a crash, `ray.kill`) is started again and its share of the batch sent
-again (`retries` times); a shard that still fails raises an `SsrError` naming it, unless
+again (`retries` times); an actor that still fails raises an `SsrError` naming its shards, unless
 `allow_partial=True`: then the results are `ShardedResult`s listing the shards that answered.
 """
 
@@ -29,11 +31,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import SsrError
-from ..parts import GlobalStats, Part
-from ..parts_search import PartsSearcher
-from ..retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc
+from ..retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, max_threads
 from . import layout
-from .worker import CollectionIds, ShardWorker, merge_shards
+from .worker import CollectionIds, Lists, ShardWorker, merge_shards
 
 _ROUND_ROWS = 1 << 22  # rows (per shard) of one round: k * queries
 _ROUND_MIN, _ROUND_MAX, _ROUND_ALL = 32, 2048, 16
@@ -53,7 +53,8 @@ def _methods(scoring: str) -> tuple[str, ...]:
 
 
 class LocalSharded:
-    """A sharded index searched in this process: every shard mapped, one `PartsSearcher` over them."""
+    """A sharded index searched in this process: every shard mapped, searched as one actor holding them
+    all would (`ShardWorker`), ids read by the driver's `CollectionIds`."""
 
     def __init__(self, path: str | os.PathLike[str], method: str | None = None, k1: float = BM25_K1,
                  b: float = BM25_B):
@@ -61,18 +62,11 @@ class LocalSharded:
         self.manifest = m = layout.read_manifest(self.root)
         self.method = method or ("bm25" if m.scoring == "bm25" else "ssr")
         check_method(self.method, _methods(m.scoring))
-        opened = []
-        try:
-            for i in range(len(m.shards)):
-                opened.append(layout.open_shard(self.root, m, i))
-            stats = GlobalStats(m.documents, [t for _, t in opened], m.tokens)
-            self._parts = PartsSearcher([Part(ix) for ix, _ in opened], self.method, integer=m.integer,
-                                        stats=stats, k1=k1, b=b)
-        except BaseException:
-            for ix, _ in opened:
-                ix.close()
-            raise
-        self.indexes = [ix for ix, _ in opened]
+        self._worker = ShardWorker(str(self.root), list(range(len(m.shards))), m.generation, self.method,
+                                   max_threads(), k1, b)
+        self._parts = self._worker.searcher
+        self.indexes = self._worker.indexes
+        self._ids = CollectionIds(self.indexes.__getitem__, np.cumsum([0] + [s.documents for s in m.shards]))
 
     @property
     def n_docs(self) -> int:
@@ -87,7 +81,17 @@ class LocalSharded:
 
     def search_batch(self, queries: Sequence[str], k: int | None = 10,
                      threads: int | None = None) -> list[SearchResult]:
-        return self._parts.search_batch(queries, k, threads)
+        check_k(k)
+        queries = list(queries)
+        if self.method != "ssr" or k is None or self._worker.ranks is None:
+            return self._parts.search_batch(queries, k, threads)
+        out: list[SearchResult] = []
+        step = max(_ROUND_MIN, _ROUND_ROWS // k)  # bounds the shards' lists held at once
+        for a in range(0, len(queries), step):
+            chunk = np.array(queries[a : a + step], dtype=str)
+            out += merge_shards([self._worker.search(chunk, k, threads)], len(chunk), k, self.manifest.integer,
+                                self._ids)
+        return out
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
         return self._parts.pool_sizes(queries, threads)
@@ -124,19 +128,22 @@ def open_sharded(path: str | os.PathLike[str], method: str | None = None, ray: b
 
 
 class ShardedSearcher:
-    """A sharded index searched through Ray: one actor per shard, results merged in this process.
+    """A sharded index searched through Ray: actors holding consecutive groups of shards, results
+    merged in this process.
 
     `ray_address`: a running cluster (every node must see `path` at the same place); None starts a
-    local Ray instance unless this process is connected already. `allow_partial`: when a shard
-    fails after `retries` restarts, answer from the others (`ShardedResult.missing` says which
-    are absent) instead of raising. `actor_cpus`: CPUs reserved per actor (default: the cluster's
-    CPUs shared among the shards, at most 1); each actor runs max(1, int(actor_cpus)) Numba threads.
-    Actors that cannot be placed within `ready_timeout` seconds are an error.
+    local Ray instance unless this process is connected already. `actors`: how many (default: one
+    per node of the cluster, at most one per shard; the shards are split among them in consecutive
+    groups of near-equal size). `allow_partial`: when an actor fails after `retries` restarts,
+    answer from the others (`ShardedResult.missing` names the shards absent) instead of raising.
+    `actor_cpus`: CPUs reserved per actor (default: the cluster's CPUs shared among the actors, at
+    most a node's); each actor runs max(1, int(actor_cpus)) Numba threads. Actors that cannot be
+    placed within `ready_timeout` seconds are an error.
     """
 
     def __init__(self, path: str | os.PathLike[str], ray_address: str | None = None, allow_partial: bool = False,
                  method: str | None = None, k1: float = BM25_K1, b: float = BM25_B, retries: int = 1,
-                 actor_cpus: float | None = None, ready_timeout: float = 300.0):
+                 actor_cpus: float | None = None, ready_timeout: float = 300.0, actors: int | None = None):
         from ._ray import connect
 
         self._ray = ray = connect(ray_address)
@@ -148,20 +155,29 @@ class ShardedSearcher:
         self.retries = retries
         self.bases = np.cumsum([0] + [s.documents for s in m.shards]).astype(np.int64)
         cpus = max(1.0, float(ray.cluster_resources().get("CPU", 1)))
-        self.actor_cpus = actor_cpus if actor_cpus is not None else min(1.0, cpus / len(m.shards))
+        if actors is not None and (isinstance(actors, bool) or not isinstance(actors, int) or actors < 1):
+            raise SsrError(f"actors must be a positive integer, got {actors!r}")
+        nodes = [c for c in (float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")) if c > 0]
+        # one actor per node by default: a group's later shards run behind its bar and it sends k rows a
+        # query, so fewer, larger groups cost less (measured in benchmarks/RESULTS.md)
+        n_actors = min(len(m.shards), max(1, len(nodes)) if actors is None else actors)
+        # consecutive shards per actor: a group's document numbers and id ranks are one range
+        self.groups = [g.tolist() for g in np.array_split(np.arange(len(m.shards)), n_actors)]
+        # the cluster's CPUs shared among the actors, no more than the smallest node has (else unplaceable)
+        self.actor_cpus = actor_cpus if actor_cpus is not None else min(min(nodes, default=1.0), cpus / n_actors)
         self._args = (str(self.root), m.generation, self.method, max(1, int(self.actor_cpus)), k1, b)
         self._k1, self._b = k1, b
         self._cls = ray.remote(num_cpus=self.actor_cpus, max_restarts=0)(ShardWorker)
         self._indexes: list[Any] = [None] * len(m.shards)
         self._ids = CollectionIds(self._id_table, self.bases)
-        self.actors: list[Any] = [self._start(i) for i in range(len(m.shards))]
+        self.actors: list[Any] = [self._start(i) for i in range(n_actors)]
         # every shard opens (or a clear error) before the first query; an actor Ray cannot place
         # (too few CPUs left for actor_cpus) would wait for ever
         ready = [a.ready.remote() for a in self.actors]
         _, waiting = ray.wait(ready, num_returns=len(ready), timeout=ready_timeout)
         if waiting:
             self.close()
-            raise SsrError(f"{self.root}: {len(waiting)} shard actor(s) not started after {ready_timeout:.0f} s "
+            raise SsrError(f"{self.root}: {len(waiting)} actor(s) not started after {ready_timeout:.0f} s "
                            f"(each reserves {self.actor_cpus} CPU; the cluster has {cpus:g})")
         for i, ref in enumerate(ready):
             self._call(i, "ready", ref=ref)
@@ -173,7 +189,7 @@ class ShardedSearcher:
         return self._indexes[i]
 
     def _start(self, i: int) -> Any:
-        return self._cls.remote(self._args[0], i, *self._args[1:])
+        return self._cls.remote(self._args[0], self.groups[i], *self._args[1:])
 
     @property
     def n_docs(self) -> int:
@@ -181,7 +197,7 @@ class ShardedSearcher:
 
     @property
     def settings(self) -> dict[str, Any]:
-        s: dict[str, Any] = {"shards": len(self.actors), "ray": True}
+        s: dict[str, Any] = {"shards": len(self.manifest.shards), "actors": len(self.groups), "ray": True}
         if self.manifest.scoring == "ssr":
             return {"weight": "ln((N + 1) / (df + 1)) + 1", "order": "score desc, matches desc, id asc", **s}
         avgdl = self.manifest.tokens / self.n_docs if self.manifest.tokens and self.n_docs else 1.0
@@ -191,7 +207,7 @@ class ShardedSearcher:
 
     def _call(self, i: int, name: str, *args: Any, ref: Any = None) -> Any:
         """ray.get of actor i's `name`(*args) (`ref`: the call already sent); a dead actor is started
-        again and the call sent again, `retries` times; then an `SsrError` naming the shard."""
+        again and the call sent again, `retries` times; then an `SsrError` naming its shards."""
         ray = self._ray
         for attempt in range(self.retries + 1):
             if ref is None:
@@ -207,7 +223,8 @@ class ShardedSearcher:
             except ray.exceptions.RayTaskError as exc:
                 error = exc.cause if isinstance(getattr(exc, "cause", None), SsrError) else exc
                 break
-        raise _ShardFailed(i, f"shard {i} ({self.root / self.manifest.shards[i].name}) failed: "
+        names = ", ".join(f"shard {s} ({self.root / self.manifest.shards[s].name})" for s in self.groups[i])
+        raise _ShardFailed(i, f"{names} failed: "
                               f"{str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__}")
 
     # ------------------------------------------------------------------------- search
@@ -221,7 +238,6 @@ class ShardedSearcher:
         unused: each actor runs its own threads)."""
         check_k(k)
         queries = list(queries)
-        n_shards = len(self.actors)
         step = _ROUND_ALL if k is None else max(_ROUND_MIN, min(_ROUND_MAX, _ROUND_ROWS // k))
         rounds = [np.array(queries[a : a + step], dtype=str) for a in range(0, len(queries), step)]
         out: list[SearchResult] = []
@@ -230,7 +246,7 @@ class ShardedSearcher:
             if r < len(rounds):
                 sent.append(self._scatter(rounds[r], k))
             if r >= _IN_FLIGHT - 1 and sent:
-                out += self._gather(*sent.pop(0), k, n_shards)
+                out += self._gather(*sent.pop(0), k)
         return out
 
     def _scatter(self, queries: np.ndarray, k: int | None) -> tuple[np.ndarray, Any, list[Any]]:
@@ -238,8 +254,7 @@ class ShardedSearcher:
         obj = self._ray.put(queries)
         return queries, obj, [a.search.remote(obj, k) for a in self.actors]
 
-    def _gather(self, queries: np.ndarray, obj: Any, refs: list[Any], k: int | None,
-                n_shards: int) -> list[SearchResult]:
+    def _gather(self, queries: np.ndarray, obj: Any, refs: list[Any], k: int | None) -> list[SearchResult]:
         results, answered = [], []
         for i, ref in enumerate(refs):
             try:
@@ -251,16 +266,16 @@ class ShardedSearcher:
             answered.append(i)
         if not results:
             raise SsrError(f"{self.root}: no shard answered")
-        merged = self.merge(results, answered, queries.shape[0], k)
-        if len(answered) == n_shards and not self.allow_partial:
+        merged = self.merge(results, queries.shape[0], k)
+        if len(answered) == len(self.groups) and not self.allow_partial:
             return merged
-        missing = tuple(sorted(set(range(n_shards)) - set(answered)))
-        return [ShardedResult(r.ids, r.scores, r.matches, r.docs, tuple(answered), missing) for r in merged]
+        shards = tuple(s for i in answered for s in self.groups[i])
+        missing = tuple(sorted(set(range(len(self.manifest.shards))) - set(shards)))
+        return [ShardedResult(r.ids, r.scores, r.matches, r.docs, shards, missing) for r in merged]
 
-    def merge(self, results: list[tuple[np.ndarray, ...]], shards: list[int], nq: int,
-              k: int | None) -> list[SearchResult]:
-        """The collection's top k of every query from the lists of `shards` (`merge_shards`)."""
-        return merge_shards(results, shards, nq, k, self.manifest.integer, self._ids)
+    def merge(self, results: list[Lists], nq: int, k: int | None) -> list[SearchResult]:
+        """The collection's top k of every query from the actors' lists (`merge_shards`)."""
+        return merge_shards(results, nq, k, self.manifest.integer, self._ids)
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
         arr = np.array(list(queries), dtype=str)
@@ -272,7 +287,7 @@ class ShardedSearcher:
     # ------------------------------------------------------------------------ explain
 
     def _locate(self, doc: str | int) -> tuple[int, int]:
-        """(shard, its document number) of an external id or a collection-wide number."""
+        """(the actor holding it, its collection number) of an external id or a collection number."""
         if isinstance(doc, str):
             for i in range(len(self.actors)):
                 d = self._call(i, "internal_id", doc)
@@ -282,8 +297,8 @@ class ShardedSearcher:
         d = internal_doc(doc, lambda _: None, self.root)
         if not 0 <= d < self.n_docs:
             raise SsrError(f"no document number {d}")
-        i = int(np.searchsorted(self.bases, d, side="right")) - 1
-        return i, d - int(self.bases[i])
+        shard = int(np.searchsorted(self.bases, d, side="right")) - 1
+        return next(i for i, g in enumerate(self.groups) if shard in g), d
 
     def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
         i, d = self._locate(doc)

@@ -1,16 +1,24 @@
-"""What a shard's Ray actor computes (`ShardWorker`) and how the driver merges the actors' answers
-(`merge_shards`); neither needs Ray, so both are tested in one process too.
+"""What a Ray actor computes (`ShardWorker`: one shard or a group of shards) and how the driver merges
+the actors' answers (`merge_shards`); neither needs Ray, so both are tested in one process too.
 
-An actor returns its exact top k as flat arrays, 20 bytes a row: offsets, and per row its shard
-document number, score, matches and collection-wide id rank (`layout.id_ranks`). With the ranks the
-full key (score desc, matches desc, id asc) of every row is three numbers: the driver merges by them
-alone and reads from the shards' id tables (mapped in the driver) the ids of the rows it keeps only.
+An actor returns its group's exact top k as flat arrays, 20 bytes a row: offsets, and per row its
+collection document number, score, matches and collection-wide id rank (`layout.id_ranks`). With the
+ranks the full key (score desc, matches desc, id asc) of every row is three numbers: the actor merges
+its shards and the driver the actors by them alone (`merge_ranked`), and the driver reads from the
+shards' id tables (mapped in the driver) the ids of the rows it keeps only.
+
+A group's shards are searched one after another behind a bar (method ssr with a k and id ranks): each
+shard's kernel is `probe`, the single index's, given the collection's id ranks as its ranks (a slice of
+them orders the shard's documents as its own ranks would, and keys of different shards compare), and
+per query the k-th of the group's top k so far as the bar a later shard's document must rank strictly
+before. So later shards stop sooner and the actor sends k rows a query, not k per shard.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,71 +30,180 @@ from ..kernels.id_table import gather_ids_ucs4
 from ..kernels.merge import merge_keyed
 from ..parts import GlobalStats, Part, gather_ids, merge_results
 from ..parts_search import PartsSearcher
-from ..retrieval import SearchResult, numba_threads
+from ..pieces import Helpers
+from ..retrieval import SearchResult, check_threads, max_threads, numba_threads
 from ..validate import kernel_guard
 from . import layout
 
+# per row: (offsets int64[Q + 1], docs, scores float64, matches int32, id ranks uint32 (empty: none))
+Lists = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+# queries per piece a thread takes at a time (`_pieces`): at least _PIECE[0] (each piece calls the kernel
+# once per shard), aiming at 4 pieces per thread
+_PIECE = (64, 4)
+
 
 class ShardWorker:
-    """One shard, the body of a Ray actor: the shard mapped, searched with the global weights."""
+    """Shards of a sharded index (one, or a group), the body of a Ray actor: mapped, searched with the
+    global weights; document numbers in and out are the collection's."""
 
-    def __init__(self, root: str, i: int, generation: int, method: str, threads: int, k1: float, b: float):
+    def __init__(self, root: str, shards: int | Sequence[int], generation: int, method: str, threads: int,
+                 k1: float, b: float):
         manifest = layout.read_manifest(root)
         if manifest.generation != generation:
             raise SsrError(f"{root}: rebuilt since it was opened (generation {manifest.generation}, "
                            f"not {generation}); open it again")
-        ix, table = layout.open_shard(Path(root), manifest, i)
-        self.index = ix
+        self.shards = [shards] if isinstance(shards, int) else [int(s) for s in shards]
+        opened: list[tuple[Index, np.ndarray]] = []
+        try:
+            for i in self.shards:
+                opened.append(layout.open_shard(Path(root), manifest, i))
+            ranks = [layout.open_ranks(Path(root), manifest, i) for i in self.shards]
+        except BaseException:
+            for ix, _ in opened:
+                ix.close()
+            raise
+        self.indexes = [ix for ix, _ in opened]
+        self.bases = np.cumsum([0] + [s.documents for s in manifest.shards])[self.shards].astype(np.int64)
         self.threads = threads
-        self.ranks = layout.open_ranks(Path(root), manifest, i)
-        self._work: list = [None]  # probe's scratch, kept across calls (an actor runs one call at a time)
-        stats = GlobalStats(manifest.documents, [table], manifest.tokens)
-        self.searcher = PartsSearcher([Part(ix)], method, integer=manifest.integer, stats=stats, k1=k1, b=b)
+        # the collection's id ranks of each shard's documents (None: an index built before them)
+        self.ranks = None if any(r is None for r in ranks) else [r for r in ranks if r is not None]
+        self.ascending = [] if self.ranks is None else [probe.ascending(r) for r in self.ranks]
+        self._per_thread = threading.local()  # per thread: probe's scratch, kept across calls
+        self._helpers = Helpers(max(threads, max_threads()) - 1, "ssr-shards")
+        stats = GlobalStats(manifest.documents, [t for _, t in opened], manifest.tokens)
+        self.searcher = PartsSearcher([Part(ix) for ix in self.indexes], method, integer=manifest.integer,
+                                      stats=stats, k1=k1, b=b)
 
     def ready(self) -> int:
         return os.getpid()
 
-    def search(self, queries: np.ndarray, k: int | None) -> tuple[np.ndarray, ...]:
-        """(offsets int64[Q + 1], docs uint32 (shard numbers), scores float64, matches int32, id ranks
-        uint32 in the collection's order (empty for an index without them)): 20 bytes a row; the driver
-        reads the ids of the rows it keeps from the shard's id table itself."""
-        with numba_threads(self.threads, len(queries)):
-            offsets, docs, scores, matches = self._run(queries.tolist(), k)
-        ranks = np.zeros(0, np.uint32) if self.ranks is None else np.asarray(self.ranks[docs], dtype=np.uint32)
+    def search(self, queries: np.ndarray, k: int | None, threads: int | None = None) -> Lists:
+        """The group's top k of every query: (offsets int64[Q + 1], docs uint32 (collection numbers),
+        scores float64, matches int32, id ranks uint32 (empty for an index without them)): 20 bytes a
+        row; the driver reads the ids of the rows it keeps from the shards' id tables itself.
+        `threads`: this call's (default: the worker's)."""
+        check_threads(threads)
+        threads = self.threads if threads is None else threads
+        if self.searcher.method == "ssr" and k is not None and self.ranks is not None:
+            offsets, docs, scores, matches, ranks = self._pieces(queries.tolist(), k, threads)
+        else:
+            with numba_threads(threads, len(queries)):
+                offsets, docs, scores, matches = self._parts(queries.tolist(), k)
+            ranks = np.zeros(0, np.uint32) if self.ranks is None else self._ranks_of(docs)
         return offsets, docs.astype(np.uint32), scores, matches, ranks
 
-    def _run(self, queries: list[str], k: int | None) -> tuple[np.ndarray, ...]:
-        """The shard's kernel result, flat. Method ssr runs the single index's kernel (`probe`: one
-        shard needs no bar); other methods go through the `PartsSearcher`."""
-        s, ix = self.searcher, self.index
-        if s.method == "ssr" and k is not None:
-            offsets, terms, weights, _ = s.query_terms(queries)[2][0]
-            with kernel_guard(ix):
-                return probe.search_batch(ix.postings_indptr, ix.postings_docs, s.ranks[0], ix.n_docs,
-                                          ix.forward_indptr, ix.forward, offsets, terms, weights, k,
-                                          block=s.block, work=self._work, monotone=s.ascending[0])
-        res = s.search_batch(queries, k)
+    def _pieces(self, queries: list[str], k: int, threads: int) -> Lists:
+        """`_barred` on `threads` threads (`pieces.Helpers`), each taking pieces of the queries with one
+        Numba thread: the look-ups, bars and merges between the kernel calls run in parallel too."""
+        size = max(_PIECE[0], -(-len(queries) // (_PIECE[1] * threads)))
+        pieces = [queries[a : a + size] for a in range(0, len(queries), size)]
+        if len(pieces) <= 1 or threads == 1:
+            return self._barred(queries, k, threads)
+        got = self._helpers.map(lambda piece: self._barred(piece, k, 1), pieces, threads)
+        firsts = np.cumsum([0] + [g[1].shape[0] for g in got[:-1]])
+        offsets = np.concatenate([np.zeros(1, np.int64)] + [g[0][1:] + f for g, f in zip(got, firsts, strict=True)])
+        return (offsets, *(np.concatenate([g[c] for g in got]) for c in (1, 2, 3, 4)))  # type: ignore[return-value]
+
+    def _barred(self, queries: list[str], k: int, threads: int) -> Lists:
+        """Shard after shard, each behind the bar of the group's top k so far (`probe`, one shard at a
+        time over the whole batch, so each call keeps the single index's batch kernel)."""
+        s, all_ranks = self.searcher, self.ranks
+        assert all_ranks is not None
+        work = self._per_thread.__dict__.setdefault("work", [None])  # this thread's probe workspace
+        lists: list[Lists] = []
+        for j, (offsets, terms, weights, _) in enumerate(s.query_terms(queries)[2]):
+            ix, ranks = self.indexes[j], all_ranks[j]
+            with kernel_guard(ix), numba_threads(threads, len(queries)):
+                got = probe.search_batch(ix.postings_indptr, ix.postings_docs, ranks, ix.n_docs, ix.forward_indptr,
+                                         ix.forward, offsets, terms, weights, k, block=s.block, work=work,
+                                         monotone=self.ascending[j], bar=bar_of(lists, k) if lists else None)
+            lists.append((got[0], got[1] + self.bases[j], got[2], got[3], np.asarray(ranks[got[1]], dtype=np.uint32)))
+        if len(lists) == 1:
+            return lists[0]
+        offsets, rows, cols = merge_ranked(lists, k)  # one merge: the rows kept are gathered once
+        return (offsets, *(c[rows] for c in cols))
+
+    def _parts(self, queries: list[str], k: int | None) -> tuple[np.ndarray, ...]:
+        """Other methods, or shards without id ranks: the group's `PartsSearcher`, flat."""
+        res = self.searcher.search_batch(queries, k)
         offsets = np.zeros(len(res) + 1, dtype=np.int64)
         np.cumsum([len(r) for r in res], out=offsets[1:])
         if not res or offsets[-1] == 0:
             return offsets, np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int32)
-        return (offsets, np.concatenate([r.docs for r in res]), np.concatenate([r.scores for r in res]),
-                np.concatenate([r.matches for r in res]))
+        return (offsets, self.collection_doc(np.concatenate([r.docs for r in res])),
+                np.concatenate([r.scores for r in res]), np.concatenate([r.matches for r in res]))
+
+    def collection_doc(self, docs: np.ndarray) -> np.ndarray:
+        """Collection numbers of the group's numbers (the `PartsSearcher`'s: its shards end to end)."""
+        bases = self.searcher.bases
+        j = np.searchsorted(bases, docs, side="right") - 1
+        return np.asarray(docs, dtype=np.int64) - bases[j] + self.bases[j]
+
+    def _local(self, doc: int) -> tuple[int, int]:
+        """(position in the group, the shard's own number) of collection number `doc`; an error when not here."""
+        for j in range(len(self.shards)):
+            if 0 <= doc - int(self.bases[j]) < self.indexes[j].n_docs:
+                return j, doc - int(self.bases[j])
+        raise SsrError(f"no document number {doc} in shards {self.shards}")
+
+    def _ranks_of(self, docs: np.ndarray) -> np.ndarray:
+        out = np.empty(docs.shape[0], dtype=np.uint32)
+        for j in range(len(self.shards)):
+            where = np.flatnonzero((docs >= self.bases[j]) & (docs < self.bases[j] + self.indexes[j].n_docs))
+            out[where] = self.ranks[j][docs[where] - self.bases[j]]  # type: ignore[index]
+        return out
 
     def pool_sizes(self, queries: np.ndarray) -> np.ndarray:
         return self.searcher.pool_sizes(queries.tolist(), threads=self.threads)
 
     def internal_id(self, doc_id: str) -> int | None:
-        return self.searcher.internal_id(doc_id)
+        """The collection number of the document with id `doc_id` when one of these shards holds it."""
+        d = self.searcher.internal_id(doc_id)
+        return None if d is None else int(self.collection_doc(np.array([d]))[0])
 
     def explain(self, query: str, doc: int) -> list[tuple[str, float]]:
-        return self.searcher.explain(query, doc)
+        j, d = self._local(doc)
+        return self.searcher.explain(query, int(self.searcher.bases[j]) + d)
 
     def doc(self, doc: int) -> str:
         from ..docstore import DocStore
 
-        return DocStore(self.index).text(doc)
+        j, d = self._local(doc)
+        return DocStore(self.indexes[j]).text(d)
 
+    def close(self) -> None:
+        for ix in self.indexes:
+            ix.close()
+
+
+def bar_of(lists: Sequence[Lists], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per query the full key of the k-th of the lists merged, as the kernels' bar (score -inf: fewer
+    than k rows, no bar): a document of another shard enters the top k only by ranking strictly before it."""
+    if len(lists) == 1:
+        offsets, (_, scores, matches, ranks) = lists[0][0], lists[0][1:]
+        rows = np.arange(scores.shape[0], dtype=np.int64)
+    else:
+        offsets, rows, (_, scores, matches, ranks) = merge_ranked(lists, k)
+    nq = offsets.shape[0] - 1
+    full = np.flatnonzero(np.diff(offsets) >= k)
+    kth = rows[offsets[full] + k - 1]
+    bar_s, bar_m, bar_k = np.full(nq, -np.inf), np.zeros(nq, np.int32), np.zeros(nq, np.int64)
+    bar_s[full], bar_m[full] = scores[kth], matches[kth]
+    bar_k[full] = ranks[kth].astype(np.int64) << 32  # ranks are distinct: strictly before it is a smaller key
+    return bar_s, bar_m, bar_k
+
+
+def merge_ranked(lists: Sequence[Lists], k: int | None) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Ranked lists with id ranks merged by the full key (`kernels.merge.merge_keyed`): (offsets int64[Q + 1],
+    the chosen rows, the lists' columns docs, scores, matches, ranks end to end, which the rows index)."""
+    if len(lists) == 1 and (k is None or not lists[0][0].shape[0] > 1 or np.diff(lists[0][0]).max() <= k):
+        return lists[0][0], np.arange(lists[0][1].shape[0], dtype=np.int64), list(lists[0][1:])  # merged already
+    first = np.cumsum([0] + [r[1].shape[0] for r in lists]).astype(np.int64)  # each list's first row
+    starts = np.stack([r[0][:-1] + first[j] for j, r in enumerate(lists)], axis=1)
+    ends = np.stack([r[0][1:] + first[j] for j, r in enumerate(lists)], axis=1)
+    cols = [np.concatenate([r[c] for r in lists]) for c in (1, 2, 3, 4)]
+    offsets, rows = merge_keyed(starts, ends, cols[1], cols[2], cols[3], 0 if k is None else k)
+    return offsets, rows, cols
 
 
 class CollectionIds:
@@ -136,25 +253,19 @@ class CollectionIds:
         return self._table
 
 
-def merge_shards(results: list[tuple[np.ndarray, ...]], shards: list[int], nq: int, k: int | None,
-                 integer: bool, ids: CollectionIds) -> list[SearchResult]:
-    """The collection's top k of every query from the lists of `shards` (`ShardWorker.search`'s arrays).
+def merge_shards(results: Sequence[Lists], nq: int, k: int | None, integer: bool,
+                 ids: CollectionIds) -> list[SearchResult]:
+    """The collection's top k of every query from the actors' lists (`ShardWorker.search`'s arrays).
 
     With id ranks the full key is (score, matches, rank): one numeric k-way merge per query
-    (`kernels.merge.merge_keyed`), then the ids of the chosen rows only. Without them (an index built
-    before they existed), `parts.merge_results`, which reads ids where (score, matches) tie.
+    (`merge_ranked`), then the ids of the chosen rows only. Without them (an index built before they
+    existed), `parts.merge_results`, which reads ids where (score, matches) tie.
     """
-    bases = ids.bases[np.asarray(shards, dtype=np.int64)]
     if not all(r[4].shape[0] == r[1].shape[0] for r in results):
-        return merge_results([(o, d.astype(np.int64) + bases[j], s, m) for j, (o, d, s, m, _) in enumerate(results)],
-                             lambda j, rows: ids.of(shards[j], results[j][1][rows]), nq, k, integer)
-    first = np.cumsum([0] + [r[1].shape[0] for r in results]).astype(np.int64)  # each list's first row
-    starts = np.stack([r[0][:-1] + first[j] for j, r in enumerate(results)], axis=1)
-    ends = np.stack([r[0][1:] + first[j] for j, r in enumerate(results)], axis=1)
-    local, scores, matches, ranks = (np.concatenate([r[c] for r in results]) for c in (1, 2, 3, 4))
-    offsets, rows = merge_keyed(starts, ends, scores, matches, ranks, 0 if k is None else k)
-    scores, matches = scores[rows], matches[rows]
-    docs = local[rows].astype(np.int64) + bases[np.searchsorted(first, rows, side="right") - 1]
+        return merge_results([(o, d.astype(np.int64), s, m) for o, d, s, m, _ in results],
+                             lambda j, rows: ids(results[j][1][rows].astype(np.int64)), nq, k, integer)
+    offsets, rows, (docs, scores, matches, _) = merge_ranked(results, k)
+    docs, scores, matches = docs[rows].astype(np.int64), scores[rows], matches[rows]
     got = ids(docs)
     return [SearchResult(got[a:z], scores[a:z], matches[a:z], docs[a:z])
             for a, z in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
