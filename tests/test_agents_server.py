@@ -126,7 +126,10 @@ def test_card_ids_in_paths_and_writes(served):
         assert c.put(_path(odd), json=card).status_code == 401
         assert c.put(_path(odd), json=card, headers={"Authorization": "Bearer wrong"}).status_code == 401
         r = c.put(_path(odd), json=card, headers=AUTH)
-        assert r.status_code == 201 and r.json() == {"id": odd, "created": True, "version": 2}
+        body = r.json()
+        assert r.status_code == 201 and {key: body[key] for key in ("id", "created", "version")} == {
+            "id": odd, "created": True, "version": 2}
+        assert {"build", "commit"} <= set(body["ms"])  # where the write's time went
         # visible to the very next request
         assert c.post("/discover", json={"query": "rain radar", "k": 1}).json()["pool"][0]["id"] == odd
         assert c.get(_path(odd)).json() == card
