@@ -39,7 +39,7 @@ import numpy as np
 from . import levels
 from .candidates import region_offsets
 from .forward import row_contains
-from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, long_one, next_block
+from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, first_at, long_one, next_block
 from .prune import _contains, _gallop
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
 from .topk import compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, ranks_after, rejects
@@ -110,24 +110,12 @@ def widen(width, postings, n_docs, widest):
     return width
 
 
-@nb.njit(cache=True, nogil=True)
-def _first_after(doc_rank, n_docs, key):
-    """The first document whose key ranks after `key`, when keys ascend with documents (`ascending`)."""
-    lo, hi = 0, n_docs
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if doc_key(doc_rank[mid], mid) > key:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
 @nb.njit(cache=True, nogil=True, inline="always")
 def _tie_out(d, s, m, bar, bar_doc, at_root, root_key, doc_rank, monotone):
     """Whether document d, at best (s, m), ranks after the bar or, tied with the full heap's root on
     (s, m), after the root: its id decides. With keys ascending in documents (`monotone`) documents are
-    compared (bar_doc = `_first_after` the bar's key), no doc_rank read: those miss cache at 8.8M."""
+    compared (bar_doc: the first document after the bar's key, `levels.first_at`), no doc_rank read:
+    those missed cache at 8.8M."""
     bs, bm, bk = bar
     if monotone:
         return (s == bs and m == bm and d >= bar_doc) or (at_root and d > (root_key & _DOC))
@@ -148,7 +136,7 @@ def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mas
     """
     bs, bm, bk = bar
     nonE = (1 << p) - 1
-    bar_doc = _first_after(doc_rank, n_docs, bk) if monotone and bs >= 0 else n_docs
+    bar_doc = first_at(doc_rank, bk + 1) if monotone and bs >= 0 else n_docs
     open_lists(q_terms, a, 0, m, indptr, cur, end, last)
     size = 0
     while True:
@@ -229,7 +217,7 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, 
     cd, cm, sd = cand
     bcount, border, blevel = bucket
     bs, bm, bk = bar
-    bar_doc = _first_after(doc_rank, n_docs, bk) if monotone and bs >= 0 else n_docs
+    bar_doc = first_at(doc_rank, bk + 1) if monotone and bs >= 0 else n_docs
     n = _collect(a, p, m, q_terms, indptr, docs, n_docs, block, live, mask, touched, cur, end, last, cd, cm)
     if n < 0:
         return -1, False
