@@ -15,7 +15,8 @@ level tables. The top k is the shared heap (`topk`), keyed by the full order. Pr
 bound ranks strictly after the heap's worst entry on (score, matches); at an equal (score, matches)
 only candidates whose id rank beats the worst entry's are probed. Where the candidates to probe would
 cost more than reading the other lists (RULE), `_complete` reads E again and lets each other list OR
-its bit into the documents E touched, block by block (no probes; every candidate's mask exact).
+its bit, block by block, into the documents E touched whose bound can still enter the heap as it fills
+(no probes; those masks exact; a block without any leaves the other lists unread).
 
 A caller's bar (a live index's other segments, shards: the full key a document must rank strictly
 before) starts the query as the kernel's own bar does; the results are those without it that beat it.
