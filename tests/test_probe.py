@@ -24,6 +24,8 @@ from ssr_engine.reference import ReferenceIndex
 # every query of two or more terms tries pruning, and probes are cheap (the default rule leaves small
 # collections to levels)
 EAGER = (0.0, 0.0, 0.0, 1.0, 1.0, 0.5)
+# every query of two or more terms tries, and probes cost so much that `_complete` reads the other lists
+COMPLETE = (0.0, 0.0, 0.0, 1e9, 0.0, 0.5)
 
 
 def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
@@ -35,7 +37,7 @@ def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpus_st(), queries_st, st.one_of(st.none(), st.integers(1, 45)), st.sampled_from([1, 3, 1 << 16]),
-       st.sampled_from([1, 2]), st.sampled_from([1, 4, 1 << 20]), st.sampled_from([EAGER, probe.RULE]))
+       st.sampled_from([1, 2]), st.sampled_from([1, 4, 1 << 20]), st.sampled_from([EAGER, COMPLETE, probe.RULE]))
 def test_probe_matches_reference(ref, queries, k, block, threads, candidates, rule):
     arrays = Arrays(ref)
     assert_equals_reference(arrays, queries, k, run(arrays, queries, k, block=block, n_chunks=threads,
@@ -44,23 +46,26 @@ def test_probe_matches_reference(ref, queries, k, block, threads, candidates, ru
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(20, 600), st.integers(3, 14), st.integers(0, 10_000), st.integers(1, 700),
-       st.sampled_from([1, 7, 64, 1 << 14]), st.booleans())
-def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block, ordered):
+       st.sampled_from([1, 7, 64, 1 << 14]), st.booleans(), st.sampled_from([EAGER, COMPLETE]))
+def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block, ordered, rule):
     """Many terms of equal df (equal weights: many masks share a level and bounds tie with the k-th
     entry), duplicated documents, K from 1 past the pool; ids shuffled, or in row order (`monotone`)."""
     ref = tie_heavy_ref(n_docs, n_words, seed, ordered=ordered)
     arrays = Arrays(ref)
     assert bool(np.all(np.diff(arrays.doc_rank.astype(np.int64)) > 0)) == ordered
     queries = tie_queries(n_words, seed + 1, longest=levels.MAX_TERMS)
-    got = run(arrays, queries, k, block=block, monotone=ordered)
+    got = run(arrays, queries, k, block=block, monotone=ordered, rule=rule)
     assert_equals_reference(arrays, queries, k, got)
     assert_same_bytes(by_levels(arrays, queries, k, block=block), got)
+    if ordered:  # ranks ascending but not 0..N-1 (a part's collection-wide ranks): the same order
+        arrays.doc_rank = arrays.doc_rank * np.uint32(3) + np.uint32(5)
+        assert_same_bytes(got, run(arrays, queries, k, block=block, monotone=True, rule=rule))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(20, 400), st.integers(3, 15), st.integers(0, 10_000), st.integers(1, 500),
-       st.sampled_from([1, 7, 1 << 14]), st.booleans(), st.sampled_from([1, 2]), st.sampled_from([EAGER, probe.RULE]),
-       st.booleans())
+       st.sampled_from([1, 7, 1 << 14]), st.booleans(), st.sampled_from([1, 2]),
+       st.sampled_from([EAGER, COMPLETE, probe.RULE]), st.booleans())
 def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, seed, k, block, deletions, threads,
                                                               rule, ordered):
     """As levels' test of the same name: probe with a bar == the union without it, filtered by the bar

@@ -156,9 +156,10 @@ def _tables(q_weights, a, m, score, pop, level, lvl_score, lvl_pop):
 
 
 @nb.njit(cache=True, nogil=True)
-def _cut(bd, bl, bk, nb_, bar, keep_tied, doc_rank):
+def _cut(bd, bl, bk, nb_, bar, keep_tied, doc_rank, monotone=False):
     """Keep buffer entries of level < bar, and the `keep_tied` entries of level == bar with the
-    smallest id ranks (their keys are read here).
+    smallest id ranks (their keys are read here; with `monotone`, keys ascending with documents, the
+    documents are compared instead: no doc_rank read but the cut's).
 
     Returns (the new entry count, the largest key kept on the bar level when ties were dropped,
     else _NO_CUT): a later document on the bar level with a larger key cannot enter.
@@ -166,7 +167,7 @@ def _cut(bd, bl, bk, nb_, bar, keep_tied, doc_rank):
     tied = 0
     for i in range(nb_):
         if bl[i] == bar:
-            bk[tied] = doc_key(doc_rank[bd[i]], bd[i])
+            bk[tied] = bd[i] if monotone else doc_key(doc_rank[bd[i]], bd[i])
             tied += 1
     cut = np.sort(bk[:tied])[keep_tied - 1] if tied > keep_tied else _NO_CUT
     n = 0
@@ -182,7 +183,22 @@ def _cut(bd, bl, bk, nb_, bar, keep_tied, doc_rank):
             bd[n] = bd[i]
             bl[n] = lv
             n += 1
+    if monotone and cut != _NO_CUT:
+        cut = doc_key(doc_rank[cut], cut)
     return n, cut
+
+
+@nb.njit(cache=True, nogil=True)
+def first_at(doc_rank, key):
+    """The first document whose key is >= `key`, when keys ascend with documents (`probe.ascending`)."""
+    lo, hi = 0, doc_rank.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if doc_key(doc_rank[mid], mid) >= key:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 @nb.njit(cache=True, nogil=True)
@@ -224,6 +240,10 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
     for j in range(m):
         if q_terms[a + j] < 0:
             cur[j] = end[j] = 0
+    # with `monotone`, the bar key as a document (g >= bar_doc: key >= bar_key), so that ties at the bar
+    # are dropped without a doc_rank read (at 8.8M each one missed cache)
+    n_all = doc_rank.shape[0]
+    bar_doc = first_at(doc_rank, bar_key) if monotone and bar_key != _NO_CUT else n_all
     while True:
         lo = block_start(docs, cur, end, m, n_docs)
         if lo < 0:
@@ -239,8 +259,7 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
             if cur[j] < end[j] and np.int64(docs[cur[j]]) < hi:
                 present |= 1 << j
         best = level[present]
-        if best > bar or (best == bar and monotone and bar_key != _NO_CUT
-                          and doc_key(doc_rank[first + lo], first + lo) >= bar_key):
+        if best > bar or (best == bar and first + lo >= bar_doc):
             skip_past(docs, cur, end, last, m, hi)
             continue
         nt = or_block(docs, cur, end, last, 0, m, lo, hi, mask, touched)
@@ -253,12 +272,15 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
             if lv > bar or (live.shape[0] != 0 and not live[lo + x]):
                 continue
             g = first + lo + x
-            if lv == bar and bar_key != _NO_CUT and doc_key(doc_rank[g], g) >= bar_key:
+            if lv == bar and bar_key != _NO_CUT and (
+                    g >= bar_doc if monotone else doc_key(doc_rank[g], g) >= bar_key):
                 continue
             if nbuf == bd.shape[0]:
                 # cut to the bar: at most cap entries stay, and the buffer holds >= 4 cap (see _BUFFER)
-                nbuf, cut = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
+                nbuf, cut = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank, monotone)
                 bar_key = min(bar_key, cut + 1)
+                if monotone and bar_key != _NO_CUT:
+                    bar_doc = first_at(doc_rank, bar_key)
                 if cum > cap:
                     hist[bar] -= cum - cap
                     cum = cap
@@ -271,15 +293,20 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
                 cum -= hist[bar]
                 bar -= 1
                 bar_key = _NO_CUT
+                bar_doc = n_all
+        # with `monotone`, k documents at or above the bar, all before hi: a later one on the bar level loses
+        if monotone and cum >= cap and first + hi < bar_doc:
+            bar_doc = first + hi
+            bar_key = doc_key(doc_rank[bar_doc], bar_doc)
     return bar, bar_key, cum, nbuf
 
 
 @nb.njit(cache=True, nogil=True)
-def _finish(buf, nbuf, bar, cum, cap, hist, doc_rank, lvl_score, lvl_pop, base, res_d, res_s, res_m):
+def _finish(buf, nbuf, bar, cum, cap, hist, doc_rank, lvl_score, lvl_pop, base, res_d, res_s, res_m, monotone=False):
     """The last cut, then the survivors in rank order (level, id rank) into res_*[base:]; returns their
     count. res_d gets the heap's keys (rank << 32 | document number)."""
     bd, bl, bk = buf
-    nbuf, _ = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank)
+    nbuf, _ = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank, monotone)
     for i in range(nbuf):
         bk[i] = doc_key(doc_rank[bd[i]], bd[i])
     order = np.argsort((bl[:nbuf].astype(np.int64) << 32) | (bk[:nbuf] >> 32))
@@ -316,7 +343,7 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
                                     touched, cur, end, last, level, hist, buf, bar, bar_key, 0, 0, monotone)
     if nbuf < 0:
         return -1
-    return _finish(buf, nbuf, bar, cum, cap, hist, doc_rank, lvl_score, lvl_pop, base, res_d, res_s, res_m)
+    return _finish(buf, nbuf, bar, cum, cap, hist, doc_rank, lvl_score, lvl_pop, base, res_d, res_s, res_m, monotone)
 
 
 def workspace(rows, width, longest=64, entries=_BUFFER):

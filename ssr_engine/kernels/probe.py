@@ -15,7 +15,8 @@ level tables. The top k is the shared heap (`topk`), keyed by the full order. Pr
 bound ranks strictly after the heap's worst entry on (score, matches); at an equal (score, matches)
 only candidates whose id rank beats the worst entry's are probed. Where the candidates to probe would
 cost more than reading the other lists (RULE), `_complete` reads E again and lets each other list OR
-its bit into the documents E touched, block by block (no probes; every candidate's mask exact).
+its bit, block by block, into the documents E touched whose bound can still enter the heap as it fills
+(no probes; those masks exact; a block without any leaves the other lists unread).
 
 A caller's bar (a live index's other segments, shards: the full key a document must rank strictly
 before) starts the query as the kernel's own bar does; the results are those without it that beat it.
@@ -38,7 +39,7 @@ import numpy as np
 
 from . import levels
 from .forward import row_contains
-from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, long_one, next_block
+from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, first_at, long_one, next_block
 from .prune import _contains, _gallop
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
 from .topk import compact_failed, deheap_sort, doc_key, heap_push, ranks_after, rejects
@@ -63,6 +64,7 @@ _SEARCH = 16
 # postings of the query on average
 _PER_BLOCK = 512
 WIDEN = 16
+_DOC = 0xFFFFFFFF  # a key's document half
 # per-query counters (`search_batch(stats=...)`): postings read, forward rows probed, E sets tried,
 # 1 when levels read every posting in the end, postings of non-E lists read by `_complete` (also in the first)
 STATS = 5
@@ -100,16 +102,42 @@ def _below(s, m, key, bs, bm, bk):
     return s < bs or (s == bs and (m < bm or (m == bm and key > bk)))
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def widen(width, postings, n_docs, widest):
+    """Blocks for reading `postings` postings: `width` widened 4x at a time (up to `widest`) while a block
+    would hold under _PER_BLOCK of them (the per-block work dominated sparse reads: RESULTS.md)."""
+    while width * 4 <= widest and postings * width * 4 <= _PER_BLOCK * n_docs:
+        width *= 4
+    return width
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _tie_out(d, s, m, bar, bar_doc, at_root, root_key, doc_rank, monotone):
+    """Whether document d, at best (s, m), ranks after the bar or, tied with the full heap's root on
+    (s, m), after the root: its id decides. With keys ascending in documents (`monotone`) documents are
+    compared (bar_doc: the first document after the bar's key, `levels.first_at`), no doc_rank read:
+    those missed cache at 8.8M."""
+    bs, bm, bk = bar
+    if monotone:
+        return (s == bs and m == bm and d >= bar_doc) or (at_root and d > (root_key & _DOC))
+    key = doc_key(doc_rank[d], d)
+    return _below(s, m, key, bs, bm, bk) or (at_root and key > root_key)
+
+
 @nb.njit(cache=True, nogil=True)
 def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mask, touched, cur, end, last, score,
-              pop, cap, base, res_d, res_s, res_m, bar):
+              pop, cap, base, res_d, res_s, res_m, bar, monotone):
     """What `_attempt` returns, by one pass in blocks instead of probes: E's lists OR their bits into the
-    block's masks (the candidates), then each other list, its cursor galloped to the block, ORs its bit
-    only into documents E touched (a posting's whole cost: one load and one masked store), or where the
-    block holds far fewer candidates than the list's postings, finds each candidate by binary search.
-    Every candidate's mask is then exact. Returns the heap size, or -1 for corrupt postings.
+    block's masks (the candidates); a candidate whose bound (its E mask | every non-E bit) cannot enter the
+    heap or pass the bar is dropped there; each other list, its cursor galloped to the block, ORs its bit
+    only into the survivors (a posting's whole cost: one load and one masked store), or where the block
+    holds far fewer survivors than the list's postings, finds each survivor by binary search; a block
+    without survivors leaves the other lists unread. Every survivor's mask is then exact.
+    Returns the heap size, or -1 for corrupt postings.
     """
     bs, bm, bk = bar
+    nonE = (1 << p) - 1
+    bar_doc = first_at(doc_rank, bk + 1) if monotone and bs >= 0 else n_docs
     open_lists(q_terms, a, 0, m, indptr, cur, end, last)
     size = 0
     while True:
@@ -119,43 +147,62 @@ def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mas
         if lo >= n_docs:
             return size
         hi = min(lo + block, n_docs)
+        ns = 0  # survivors, kept in touched[:ns] (their masks kept; the others zeroed)
+        for i in range(nt):
+            x = touched[i]
+            ub = mask[x] | nonE
+            us = score[ub]
+            um = pop[ub]
+            if (live.shape[0] != 0 and not live[lo + x]) or rejects(res_s, res_m, base, size, cap, us, um) or (
+                    us < bs or (us == bs and um < bm)):
+                mask[x] = 0
+                continue
+            at_root = size == cap and us == res_s[base] and um == res_m[base]
+            if at_root or (us == bs and um == bm):  # at best a tie on (score, matches): the id decides
+                if _tie_out(lo + x, us, um, bar, bar_doc, at_root, res_d[base], doc_rank, monotone):
+                    mask[x] = 0
+                    continue
+            touched[ns] = x
+            ns += 1
+        if ns == 0:
+            continue
         for j in range(p):
             bit = np.uint16(1 << j)
             c = _gallop(docs, cur[j], end[j], lo)  # the list's postings in the block: [c, z)
             z = _gallop(docs, c, end[j], hi)
-            if nt * _SEARCH < z - c:  # few candidates: a binary search each instead of a scan
-                for i in range(nt):
+            if ns * _SEARCH < z - c:  # few survivors: a binary search each instead of a scan
+                for i in range(ns):
                     if _contains(docs, c, z, lo + touched[i]):
                         mask[touched[i]] |= bit
             else:
                 prev = lo - 1
                 for i in range(c, z):
                     d = np.int64(docs[i])
-                    if d <= prev:  # strictly ascending (docs[z - 1] < hi): keeps d - lo in range
+                    if d <= prev or d >= hi:  # strictly ascending and in the block: keeps d - lo in range
                         return -1
                     prev = d
                     v = mask[d - lo]
                     mask[d - lo] = v | (bit * np.uint16(v != 0))
             cur[j] = z
-        for i in range(nt):
+        for i in range(ns):
             x = touched[i]
             msk = mask[x]
             mask[x] = 0
-            if live.shape[0] != 0 and not live[lo + x]:
-                continue
             s = score[msk]
             mm = pop[msk]
             if rejects(res_s, res_m, base, size, cap, s, mm) or s < bs or (s == bs and mm < bm):
                 continue
-            key = doc_key(doc_rank[lo + x], lo + x)
-            if not _below(s, mm, key, bs, bm, bk):
-                size = heap_push(res_s, res_m, res_d, base, size, cap, s, mm, key)
+            at_root = size == cap and s == res_s[base] and mm == res_m[base]
+            if (at_root or (s == bs and mm == bm)) and _tie_out(lo + x, s, mm, bar, bar_doc, at_root, res_d[base],
+                                                                  doc_rank, monotone):
+                continue
+            size = heap_push(res_s, res_m, res_d, base, size, cap, s, mm, doc_key(doc_rank[lo + x], lo + x))
 
 
 @nb.njit(cache=True, nogil=True)
 def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, block, cap, live, mask,
              touched, cur, end, last, score, pop, level, cand, bucket, base, res_d, res_s, res_m, bar, next_df,
-             rest, rule, stats):
+             rest, rule, stats, monotone):
     """The top k (a heap in res_*[base:base + cap]) among documents of E = terms p..m-1 that rank
     at or before `bar` = (score, matches, key) (the k-th of k real documents holding an E term, so a
     lower bound of the final k-th entry; score -1: none).
@@ -171,6 +218,7 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, 
     cd, cm, sd = cand
     bcount, border, blevel = bucket
     bs, bm, bk = bar
+    bar_doc = first_at(doc_rank, bk + 1) if monotone and bs >= 0 else n_docs
     n = _collect(a, p, m, q_terms, indptr, docs, n_docs, block, live, mask, touched, cur, end, last, cd, cm)
     if n < 0:
         return -1, False
@@ -209,7 +257,7 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, 
         stats[0] += rest
         stats[4] += rest
         return _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mask, touched, cur, end,
-                         last, score, pop, cap, base, res_d, res_s, res_m, bar), False
+                         last, score, pop, cap, base, res_d, res_s, res_m, bar, monotone), False
     probe_cost = rule[3]
     size = 0
     probes = 0
@@ -240,8 +288,7 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, 
                 break
             tie_root = size == cap and us == res_s[base] and um == res_m[base]
             if tie_root or (us == bs and um == bm):  # at best a tie on (score, matches): the id decides
-                key = doc_key(doc_rank[d], d)
-                if _below(us, um, key, bs, bm, bk) or (tie_root and key > res_d[base]):
+                if _tie_out(d, us, um, bar, bar_doc, tie_root, res_d[base], doc_rank, monotone):
                     continue
             r0 = fwd_indptr[d]
             r1 = fwd_indptr[d + 1]
@@ -252,10 +299,13 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, 
             probes += 1
             s = score[full]
             mm = pop[full]
-            if not rejects(res_s, res_m, base, size, cap, s, mm):
-                key = doc_key(doc_rank[d], d)
-                if not _below(s, mm, key, bs, bm, bk):
-                    size = heap_push(res_s, res_m, res_d, base, size, cap, s, mm, key)
+            if rejects(res_s, res_m, base, size, cap, s, mm) or s < bs or (s == bs and mm < bm):
+                continue
+            at_root = size == cap and s == res_s[base] and mm == res_m[base]
+            if (at_root or (s == bs and mm == bm)) and _tie_out(d, s, mm, bar, bar_doc, at_root, res_d[base],
+                                                                  doc_rank, monotone):
+                continue
+            size = heap_push(res_s, res_m, res_d, base, size, cap, s, mm, doc_key(doc_rank[d], d))
     stats[1] += probes
     return size, grow
 
@@ -340,9 +390,10 @@ def _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_
         next_df = total
         if p > 1 and held + _df(indptr, q_terms, a, p - 1) <= limit:
             next_df = _df(indptr, q_terms, a, p - 1)
-        size, grow = _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, block, cap,
+        size, grow = _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd,
+                              widen(block, held, n_docs, mask.shape[0]), cap,
                               live, mask, touched, cur, end, last, score, pop, level, cand, bucket, base, res_d,
-                              res_s, res_m, bar, next_df, total - held, rule, stats)
+                              res_s, res_m, bar, next_df, total - held, rule, stats, monotone)
         if size < 0:
             return -1
         spent += held + rule[3] * (stats[1] - probed) + rule[4] * (stats[4] - scanned)
@@ -391,14 +442,12 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_
     for j in range(q_offsets[q], q_offsets[q + 1]):
         total += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
     stats[0] += total
-    # a sparse query reads few postings a block: wider blocks (up to the workspace's) save the per-block
-    # work (RESULTS.md: 8.8M, under 8,000 postings, 16K-document blocks cost ~1.5x 256K ones)
-    while width * 4 <= work[0].shape[1] and total * width * 4 <= _PER_BLOCK * n_docs:
-        width *= 4
-    return _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms, width, cap, live,
-                       work[0][t], work[1][t], work[2][t], work[3][t], work[4][t], work[5][t], work[6][t], work[7][t],
-                       work[8][t], work[9][t], work[10][t], (work[11][t], work[12][t], work[13][t]), base, res_d,
-                       res_s, res_m, bar_s, bar_m, bar_k)
+    # a sparse query reads few postings a block: wider blocks (`widen`)
+    return _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms,
+                       widen(width, total, n_docs, work[0].shape[1]), cap, live, work[0][t], work[1][t], work[2][t],
+                       work[3][t], work[4][t], work[5][t], work[6][t], work[7][t], work[8][t], work[9][t], work[10][t],
+                       (work[11][t], work[12][t], work[13][t]), base, res_d, res_s, res_m, bar_s, bar_m, bar_k,
+                       monotone)
 
 
 @nb.njit(cache=True, nogil=True)
