@@ -57,6 +57,9 @@ order, `kernels.prune`); exhaustive scans the forward index. All give identical 
 # queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)
 _BATCH = 1024
 _BATCH_ALL = 64
+# rows (the kernels' bound) up to which a threaded batch's pieces write into one flat set of arrays: beyond,
+# the fresh pages cost more than they give back (6,980 queries at K=1000 on 2 threads: 0.67-0.74x q/s)
+_FLAT_MOST = 1 << 20
 # methods whose kernels have a serial, GIL-free entry: their batches run on Python threads (below)
 _THREADED = ("ssr", "levels")
 # queries per piece a thread takes at a time: at least _PIECE[0] (a call's fixed cost), at most
@@ -274,6 +277,9 @@ class Searcher(StoredText):
         starts = np.zeros(len(batches) + 1, dtype=np.int64)
         np.cumsum([int(region_offsets(qb.offsets, qb.terms, self._csr[0], k)[-1]) for qb in batches], out=starts[1:])
         total = int(starts[-1])
+        if total > _FLAT_MOST:  # each piece's own arrays: a flat set this large is fresh pages, faulted by both threads
+            return [r for part in self._helpers.map(lambda qb: self._results(qb, k, method), batches, threads)
+                    for r in part]
         docs, scores, matches = (np.empty(total, dtype=t) for t in (np.int64, np.float64, np.int32))
         ids = np.empty(total, dtype=self.external_ids(np.zeros(min(1, self.index.n_docs), dtype=np.int64)).dtype)
 
@@ -289,6 +295,10 @@ class Searcher(StoredText):
 
         parts = self._helpers.map(piece, range(len(batches)), threads)
         return [r for part in parts for r in part]
+
+    def _results(self, qb: QueryBatch, k: int, method: str) -> list[SearchResult]:
+        offsets, docs, scores, matches = self._piece(qb, k, method)
+        return split_results(offsets, self.external_ids(docs), docs, scores, matches)
 
     def _piece(self, qb: QueryBatch, k: int, method: str):
         """A threaded batch's piece through the kernel: (offsets, docs, scores, matches)."""
