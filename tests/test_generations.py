@@ -175,3 +175,29 @@ def test_agents_bench_keeps_what_was_in_its_output_folder(tmp_path):
     run_bench(out, synthetic_cards=40, synthetic_queries=10, latency_cards=0, methods=("ssr",))
     assert (out / "indexes" / "precious.txt").read_text() == "keep"
     assert sorted(p.name for p in out.iterdir()) == ["agents-bench.json", "agents-bench.md", "indexes"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names the fsynced files through /proc (Linux)")
+def test_a_commit_syncs_its_commit_point_then_the_folder_once(tmp_path, monkeypatch):
+    import os
+
+    from ssr_engine.live import LiveIndex
+
+    write_tsv(tmp_path / "a.tsv", DOCS_A)
+    build_index(tmp_path / "a.tsv", tmp_path / "idx")
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def recording(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return fsync(fd)
+
+    live = LiveIndex(tmp_path / "idx")
+    live.add([("8", "alpha psi")])  # the first write also gives the built segment its id table
+    monkeypatch.setattr(os, "fsync", recording)
+    live.add([("9", "alpha omega")])
+    root = str((tmp_path / "idx").resolve())
+    # the new segment's rename is made durable by the commit point's folder sync, not by one of its own
+    assert len(synced) == 2 and Path(synced[0]).parent == Path(root) and ".commit-3.json" in synced[0]
+    assert synced[1] == root
+    assert read_commit(tmp_path / "idx").generation == 3

@@ -1,8 +1,10 @@
 """Agent discovery (DESIGN.md section 6): Agent Cards, SSR preselection, the orchestrator interface.
 
-Modules, one job each: `cards` (read, validate, write cards), `discovery` (the pool for a query),
-`orchestrator` (prompt, answer parsing, outcomes, input-size accounting), `providers` (who answers),
-`synthetic_cards` (a seeded registry generator), `bench` (the benchmark report).
+Modules, one job each: `cards` (read, validate, write cards), `sources` (where cards come from and
+go to), `discovery` (the pool for a query, the card store), `live` (a registry that takes writes;
+`view` one commit of it, `merges` its segment merges, `warm` its warm-up), `server` and `asgi` (HTTP
+and MCP), `orchestrator` (prompt, answer parsing, outcomes, input-size accounting), `providers` (who
+answers), `bench` (the benchmark report). Synthetic registries: `datagen.cards`.
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ class LiveRegistry:
     swaps take one lock; a reader takes the view once (`view()`) and sees one commit throughout."""
 
     def __init__(self, path: str | os.PathLike[str], max_segments: int = MAX_SEGMENTS, merge_at: int = MERGE_AT,
-                 background: bool = False, merge_quiet: float = MERGE_QUIET):
+                 background: bool = False, merge_quiet: float = MERGE_QUIET,
+                 shared_caches: LiveRegistry | None = None):
         from ..format import resolve_index
 
         self.path = resolve_index(path)
@@ -67,6 +68,8 @@ class LiveRegistry:
         self._stores: dict[tuple[str, str], CardStore] = {}
         self._fresh: dict[str, CardStore] = {}  # segment -> the store this process built it with (ids known to match)
         self._integer: dict[tuple[str, str | None], bool] = {}  # (segment, deletion file sha) -> live ids all integers
+        if shared_caches is not None:  # a mirror of those segments (`agents.warm`): their stores, read once
+            self._stores, self._integer = dict(shared_caches._stores), dict(shared_caches._integer)
         self._writer: Any = None  # one LiveIndex for the registry's life: it reuses opened segments
         self._view = self._open_view()
         self._retired: View | None = None
@@ -326,39 +329,11 @@ class LiveRegistry:
         raise SsrError(f"{self.path}: other writers kept committing; compaction not done, try again")
 
     def warm_up(self, writes: bool = True) -> None:
-        """Pay a process's first-request costs now (imports, compiled kernels loaded or compiled after
-        an upgrade, the id tables of segments built by `ssr agents build`): one discovery; with
-        `writes`, a throwaway registry in a scratch folder takes a put, a replace and a delete, and
-        this registry a delete of nothing (no commit)."""
-        from ..generations import scratch_dir
-        from .discovery import build_registry
+        """Pay a process's first-request costs now (`agents.warm`): one discovery; with `writes`, the
+        write path run on a mirror of this registry (removed after; this registry gets no commit)."""
+        from .warm import warm_up
 
-        view = self._view
-        # a query of words the registry holds (words it lacks return before any kernel runs)
-        query = view.card_text(view.live_ids()[0][1]) if len(view) else "warm up"
-        self.discover(query, 1)
-        if not writes:
-            return
-        # the search of several segments (`kernels.live.search_parts`: its typed lists compile per array
-        # type in each process, 2 s; a registry built in an older format has int64 offsets): this
-        # registry's first segment twice stands for itself beside new segments
-        from ..parts_search import PartsSearcher
-
-        part = view.snapshot.parts()[0]
-        PartsSearcher([part, part], integer=False).search_batch([query], 1)
-        with scratch_dir(self.path.parent, f".{self.path.name}.warm-") as work:
-            cards = [AgentCard(id=f"warm {i}", name=f"warm up {i}", description="warm up the write path")
-                     for i in range(3)]
-            build_registry(cards[:2], work / "reg", scoring=self.scoring)
-            reg = LiveRegistry(work / "reg", max_segments=1)
-            try:
-                reg.put_many(cards[1:])
-                reg.delete(cards[0].id)
-                reg.discover("warm up", 2)
-            finally:
-                reg.close()
-        with self._lock:
-            _waiting(lambda: self._live_index().delete([]))
+        warm_up(self, writes)
 
     # ------------------------------------------------------------------ merging
 
