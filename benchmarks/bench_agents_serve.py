@@ -176,7 +176,8 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
     slowest = [{"round": i, "visible_ms": round(own[i], 1), "put_ms": round(put_ms[i], 1), "server_ms": phases[i],
                 "put_outside_server_ms": round(put_ms[i] - sum(phases[i].values()), 1),
                 "polling_ms": round(own[i] - put_ms[i], 1)} for i in worst]
-    server = {k: _summary([ph.get(k, 0.0) for ph in phases]) for k in ("build", "wait", "commit", "show")}
+    server = {k: _summary([ph.get(k, 0.0) for ph in phases])
+              for k in ("build", "wait", "commit", "show", "hop", "back")}
     for v in server.values():
         v.pop("values_ms")
     return {"rounds": rounds, "own_put_then_visible": _summary(own), "put_answered": _summary(put_ms),
