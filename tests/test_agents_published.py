@@ -246,6 +246,15 @@ def test_mcp_registry_seed_of_the_first_answers_and_a_lone_server_json_are_named
         read_cards(bad)
 
 
+def test_a_smithery_like_server_list_is_named_by_qualified_name_and_stored_as_published():
+    listed = MCP_REGISTRY / "smithery-servers.json"
+    cards = read_cards(listed)
+    assert [(c.id, c.title, c.source) for c in cards] == [("@example/web-search", "Web Search", f"{listed}:3"),
+                                                          ("@example/sql-runner", "SQL Runner", f"{listed}:12")]
+    assert "Postgres" in cards[1].description
+    assert json.loads(cards[0].raw) == json.load(listed.open())["servers"][0]  # no name or title added
+
+
 def test_a_registry_of_mcp_servers_is_built_served_and_found(tmp_path):
     build_registry(read_cards(SERVERS) + read_cards(SEED, on_duplicate="keep-last"), tmp_path / "reg")
     reg = Registry.open(tmp_path / "reg")

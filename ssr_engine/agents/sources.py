@@ -140,7 +140,17 @@ def _server_card(entry: Any, path: Path, line: int, position: int) -> AgentCard 
         if (isinstance(official, dict) and official.get("isLatest") is False) or \
                 (isinstance(detail, dict) and detail.get("is_latest") is False):
             return None
-    card = parse_card(server, path, line, position)
+    raw = None
+    if isinstance(server, dict) and "name" not in server and "id" not in server \
+            and isinstance(server.get("qualifiedName"), str):
+        # a smithery-like list: `qualifiedName` is the unique key, `displayName` what a person reads;
+        # the stored card stays the entry as published
+        raw = json.dumps(server, ensure_ascii=False)
+        named = {**server, "name": server["qualifiedName"]}
+        if isinstance(server.get("displayName"), str) and "title" not in server:
+            named["title"] = server["displayName"]
+        server = named
+    card = parse_card(server, path, line, position, raw)
     name = server.get("name") if isinstance(server, dict) else None
     if isinstance(name, str) and name and valid_unicode(name) and name != card.id:
         card = dataclasses.replace(card, id=name)  # kept by the card store, as an id given at build time
