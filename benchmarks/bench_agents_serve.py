@@ -180,7 +180,9 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
               for k in ("build", "wait", "commit", "show", "hop", "back")}
     for v in server.values():
         v.pop("values_ms")
-    return {"rounds": rounds, "own_put_then_visible": _summary(own), "put_answered": _summary(put_ms),
+    first = {"visible_ms": round(own[0], 1), "put_ms": round(put_ms[0], 1), "server_ms": phases[0]}
+    return {"rounds": rounds, "own_put_then_visible": _summary(own), "first_write_after_start": first,
+            "put_answered": _summary(put_ms),
             "put_server_phases": server, "slowest_own_rounds": slowest,
             "other_process_commit_then_visible": _summary(other), "other_process_write": _summary(other_write_ms)}
 
