@@ -5,7 +5,9 @@ with concurrent writes, and MetaTool through POST /discover against `ssr agents 
         --cards 100000 --metatool /work/shared/data/metatool --out /tmp/agents/serve/results.json
 
 The server is `ssr agents serve` in its own process (uvicorn, one worker) on a copy of a pristine
-registry (built once into --work and kept; every run starts from the same cards). Load generators:
+registry (built once into --work and kept; every run starts from the same cards), started after a
+process of its own has warmed the registry up once (kernels compiled into Numba's cache: the served
+process's memory is then a restarted server's, without a compiler's). Load generators:
 wrk (Debian package `wrk`; a Lua script cycles through generated request bodies) for latency
 (1 connection) and throughput (16 connections, 2 threads); an httpx client in this process for
 the update runs and the load run with writes (it needs to read each answer). Client and server
@@ -176,10 +178,13 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
     slowest = [{"round": i, "visible_ms": round(own[i], 1), "put_ms": round(put_ms[i], 1), "server_ms": phases[i],
                 "put_outside_server_ms": round(put_ms[i] - sum(phases[i].values()), 1),
                 "polling_ms": round(own[i] - put_ms[i], 1)} for i in worst]
-    server = {k: _summary([ph.get(k, 0.0) for ph in phases]) for k in ("build", "wait", "commit", "show")}
+    server = {k: _summary([ph.get(k, 0.0) for ph in phases])
+              for k in ("build", "wait", "commit", "show", "hop", "back")}
     for v in server.values():
         v.pop("values_ms")
-    return {"rounds": rounds, "own_put_then_visible": _summary(own), "put_answered": _summary(put_ms),
+    first = {"visible_ms": round(own[0], 1), "put_ms": round(put_ms[0], 1), "server_ms": phases[0]}
+    return {"rounds": rounds, "own_put_then_visible": _summary(own), "first_write_after_start": first,
+            "put_answered": _summary(put_ms),
             "put_server_phases": server, "slowest_own_rounds": slowest,
             "other_process_commit_then_visible": _summary(other), "other_process_write": _summary(other_write_ms)}
 
@@ -354,6 +359,14 @@ def main() -> int:
     for card in extra:
         card.pop("id", None)
     if {"latency", "throughput", "updates", "load"} - skip:
+        # kernels this registry's formats need compiled into Numba's disk cache by a process of their
+        # own: the served process then loads them, and its memory is a restarted server's (compiling
+        # in a process keeps LLVM's memory for its life)
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import sys\nfrom ssr_engine.agents.live import LiveRegistry\n"
+                        "r = LiveRegistry(sys.argv[1])\nr.warm_up()\nr.close()", str(reg)],
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True)
+        results["cache_warm_up_s"] = round(time.perf_counter() - t, 1)
         server = Server(reg)
         try:
             results["rss_mb_idle"] = round(server.rss() / 2**20, 1)

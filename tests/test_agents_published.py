@@ -224,6 +224,37 @@ def test_mcp_registry_seed_array_names_versions_alike_and_keep_last_takes_the_ne
     assert json.loads(cards[0].raw)["version"] == "2.1.0"
 
 
+SEED_V0 = MCP_REGISTRY / "mcp-registry-seed-v0.json"  # the first seed file: a UUID per version, version_detail
+SERVER = MCP_REGISTRY / "server.json"  # one server.json, as a publisher writes it
+
+
+def test_mcp_registry_seed_of_the_first_answers_and_a_lone_server_json_are_named_by_server_name(tmp_path):
+    cards = read_cards(SEED_V0)  # the version marked not latest is left out, so no repeated name
+    assert [c.id for c in cards] == ["io.github.example/ticket-desk", "io.github.example/unit-convert"]
+    assert [c.source for c in cards] == [f"{SEED_V0}:2", f"{SEED_V0}:17"]
+    assert "volumes" in cards[1].description and json.loads(cards[1].raw)["version_detail"]["version"] == "1.0.0"
+    (lone,) = read_cards(SERVER)
+    assert (lone.id, lone.title, lone.source) == ("io.github.example/status-page", "Status page", f"{SERVER}:1")
+    # an entry that is not a card is told by the user's file and the line where it starts
+    bad = tmp_path / "seed.json"
+    bad.write_text(SEED_V0.read_text().replace('"description": "Convert lengths, weights, volumes',
+                                               '"description": ["Convert lengths, weights, volumes'
+                                               ).replace('between units.",\n    "version_detail": {"version": '
+                                                         '"1.0.0"', 'between units."],\n    "version_detail": '
+                                                         '{"version": "1.0.0"'))
+    with pytest.raises(InputError, match=rf"^{bad}:17: "):
+        read_cards(bad)
+
+
+def test_a_smithery_like_server_list_is_named_by_qualified_name_and_stored_as_published():
+    listed = MCP_REGISTRY / "smithery-servers.json"
+    cards = read_cards(listed)
+    assert [(c.id, c.title, c.source) for c in cards] == [("@example/web-search", "Web Search", f"{listed}:3"),
+                                                          ("@example/sql-runner", "SQL Runner", f"{listed}:12")]
+    assert "Postgres" in cards[1].description
+    assert json.loads(cards[0].raw) == json.load(listed.open())["servers"][0]  # no name or title added
+
+
 def test_a_registry_of_mcp_servers_is_built_served_and_found(tmp_path):
     build_registry(read_cards(SERVERS) + read_cards(SEED, on_duplicate="keep-last"), tmp_path / "reg")
     reg = Registry.open(tmp_path / "reg")

@@ -73,6 +73,9 @@ def _build(tmp_path, n=150, seed=4):
 def served(tmp_path):
     cards = _build(tmp_path)
     registry = LiveRegistry.open(tmp_path / "reg")
+    # as `ssr agents serve` does: the first write's searches (several segments) compile in the process
+    # otherwise, longer than a client's timeout on a loaded machine
+    registry.warm_up()
     s = Served(create_app(registry, token=TOKEN, max_body=64 * 1024))
     s.cards, s.registry, s.path = cards, registry, tmp_path / "reg"
     yield s

@@ -3,10 +3,11 @@
 A JSONL file holds one value per line; a `.json` file one value; a folder is searched recursively
 for `.json` files (`card_files`; `.well-known/agent-card.json` layouts included). A value is a card,
 an MCP `tools/list` answer (the JSON-RPC envelope or its `result` object: one card per tool), an
-MCP registry's server list (`{"servers": [...]}`: one card per server.json, `_server_card`) or an
-array of these. Each card is parsed by `cards.parse_card` and named by the line where it starts in
-its file (found by a key-path walk with the C JSON decoder, `_item_offsets`), so every error names
-the user's file and line. `unique_cards` enforces unique ids; the writers write JSONL atomically.
+MCP registry's server list (`{"servers": [...]}`: one card per server.json, `_server_card`), one
+server.json (`_is_server`: a seed file's entry, a publisher's file) or an array of these. Each
+card is parsed by `cards.parse_card` and named by the line where it starts in its file (found by a
+key-path walk with the C JSON decoder, `_item_offsets`), so every error names the user's file and
+line. `unique_cards` enforces unique ids; the writers write JSONL atomically.
 """
 
 from __future__ import annotations
@@ -112,6 +113,16 @@ def _server_list(value: Any) -> list[Any] | None:
     return None
 
 
+def _is_server(value: Any) -> bool:
+    """Whether a JSON value is one server.json of an MCP registry outside a server list (a seed file's
+    entry, a server.json file): it names its schema, or carries the first answers' `version_detail`."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return False
+    schema = value.get("$schema")
+    return (isinstance(schema, str) and schema.endswith("/server.schema.json")) or \
+        isinstance(value.get("version_detail"), dict)
+
+
 def _server_card(entry: Any, path: Path, line: int, position: int) -> AgentCard | None:
     """One entry of an MCP registry's server list as a card, or None for a version the registry marks
     as not the latest (a list may hold every version of a server; a client installs the latest).
@@ -129,7 +140,17 @@ def _server_card(entry: Any, path: Path, line: int, position: int) -> AgentCard 
         if (isinstance(official, dict) and official.get("isLatest") is False) or \
                 (isinstance(detail, dict) and detail.get("is_latest") is False):
             return None
-    card = parse_card(server, path, line, position)
+    raw = None
+    if isinstance(server, dict) and "name" not in server and "id" not in server \
+            and isinstance(server.get("qualifiedName"), str):
+        # a smithery-like list: `qualifiedName` is the unique key, `displayName` what a person reads;
+        # the stored card stays the entry as published
+        raw = json.dumps(server, ensure_ascii=False)
+        named = {**server, "name": server["qualifiedName"]}
+        if isinstance(server.get("displayName"), str) and "title" not in server:
+            named["title"] = server["displayName"]
+        server = named
+    card = parse_card(server, path, line, position, raw)
     name = server.get("name") if isinstance(server, dict) else None
     if isinstance(name, str) and name and valid_unicode(name) and name != card.id:
         card = dataclasses.replace(card, id=name)  # kept by the card store, as an id given at build time
@@ -154,6 +175,11 @@ def _cards_of_value(value: Any, text: str, start: int, lines: _Lines, path: Path
         items, key_path = servers, ("servers",)
     elif isinstance(value, list):
         items, key_path = value, ()
+    elif _is_server(value):
+        card = _server_card(value, path, lines.at(start), position)
+        if card is not None:
+            yield card
+        return
     else:
         yield parse_card(value, path, lines.at(start), position, raw)
         return
@@ -162,8 +188,9 @@ def _cards_of_value(value: Any, text: str, start: int, lines: _Lines, path: Path
         at = offsets[j] if offsets is not None and j < len(offsets) else start
         if isinstance(item, (dict, list)) and _tool_list(item) is not None:
             yield from _cards_of_value(item, text, at, lines, path, position + j)
-        elif servers is not None or (isinstance(item, dict) and isinstance(item.get("server"), dict)
-                                     and "name" not in item):
+        elif servers is not None or _is_server(item) or (isinstance(item, dict)
+                                                         and isinstance(item.get("server"), dict)
+                                                         and "name" not in item):
             card = _server_card(item, path, lines.at(at), position + j)
             if card is not None:
                 yield card
