@@ -13,13 +13,15 @@ the masks are sorted by (score desc, popcount desc) into *levels*: equal (score,
 level, so the level orders documents exactly as the result order does up to the id.
 
 Per 16K-document block the postings only OR a bit into a uint16 mask per document (32 KiB: the
-accumulators stay in L1 where float sums and counts took L2). Then each touched document's level
-is compared with the bar: the best level L such that at least k documents seen so far lie at
+accumulators stay in L1 where float sums and counts took L2). Then each document's level (met again
+at its first posting in the block) is compared with the bar: the best level L such that at least k documents seen so far lie at
 levels <= L. A document below the bar is beaten by k others on (score, matches) alone and is
 dropped without reading its id rank; the others go to a buffer (document, level). When the buffer
 fills it is cut to the bar, and the bar level's ties to the ones with the best id ranks (the only
 doc_rank reads). At the end the survivors are ordered by (level, id rank). No heap: at K=1000 the
-union kernel spent most of its time sifting ties through one.
+union kernel spent most of its time sifting ties through one. MaxScore's split (`split`): a first bar
+from the rarest lists, and the lightest lists whose documents alone rank after the bar read only into
+the others' masks.
 
 Queries of more than MAX_TERMS terms take `long_one` (their rarest terms' documents scored apart,
 `long`) where those terms' lists are short; they otherwise, and k <= 0 (every candidate), take
@@ -234,7 +236,9 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
     The index's document d is numbered first + d in the buffer and ranked by doc_rank[first + d];
     live: bool/uint8[n_docs] or empty. `monotone`: doc_rank ascends with the document number
     (`probe.ascending`), so a block whose documents would all be dropped on the bar level's key is
-    skipped. Returns the new state; nbuf = -1 for corrupt postings.
+    skipped. Once the bar ranks the lightest lists' documents out, those lists only complete the masks of
+    the others' documents (MaxScore's split, `split.or_lists`). Returns the new state; nbuf = -1 for
+    corrupt postings.
     """
     bd, bl, bk = buf
     open_lists(q_terms, a, 0, m, indptr, cur, end, last)
