@@ -14,14 +14,14 @@ level, so the level orders documents exactly as the result order does up to the 
 
 Per 16K-document block the postings only OR a bit into a uint16 mask per document (32 KiB: the
 accumulators stay in L1 where float sums and counts took L2). Then each document's level (met again
-at its first posting in the block) is compared with the bar: the best level L such that at least k documents seen so far lie at
-levels <= L. A document below the bar is beaten by k others on (score, matches) alone and is
-dropped without reading its id rank; the others go to a buffer (document, level). When the buffer
-fills it is cut to the bar, and the bar level's ties to the ones with the best id ranks (the only
-doc_rank reads). At the end the survivors are ordered by (level, id rank). No heap: at K=1000 the
-union kernel spent most of its time sifting ties through one. MaxScore's split (`split`): a first bar
-from the rarest lists, and the lightest lists whose documents alone rank after the bar read only into
-the others' masks.
+at its first posting in the block) is compared with the bar: the best level L such that at least k
+documents seen so far lie at levels <= L. A document below the bar is beaten by k others on
+(score, matches) alone and is dropped without reading its id rank; the others go to a buffer
+(document, level). When the buffer fills it is cut to the bar, and the bar level's ties to the ones
+with the best id ranks (the only doc_rank reads). At the end the survivors are ordered by (level,
+id rank). No heap: at K=1000 the union kernel spent most of its time sifting ties through one.
+MaxScore's split (`split`): a first bar from the rarest lists, and the lightest lists whose
+documents alone rank after the bar read only into the others' masks.
 
 Queries of more than MAX_TERMS terms take `long_one` (their rarest terms' documents scored apart,
 `long`) where those terms' lists are short; they otherwise, and k <= 0 (every candidate), take
