@@ -22,10 +22,14 @@ from ssr_engine.kernels import levels, probe
 from ssr_engine.reference import ReferenceIndex
 
 # every query of two or more terms tries pruning, and probes are cheap (the default rule leaves small
-# collections to levels)
-EAGER = (0.0, 0.0, 0.0, 1.0, 1.0, 0.5)
+# collections to levels); no query takes `small` (but one-term queries with ids in row order)
+EAGER = (0.0, 0.0, 0.0, 1.0, 1.0, 0.5, 0.0, 64.0)
 # every query of two or more terms tries, and probes cost so much that `_complete` reads the other lists
-COMPLETE = (0.0, 0.0, 0.0, 1e9, 0.0, 0.5)
+COMPLETE = (0.0, 0.0, 0.0, 1e9, 0.0, 0.5, 0.0, 64.0)
+# every query of at most MAX_TERMS terms takes `small`
+SMALL = (*probe.RULE[:6], float("inf"), float("inf"))
+# the default rule with no `small`: small collections go to levels
+LEVELS = (*probe.RULE[:6], 0.0, 0.0)
 
 
 def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
@@ -37,7 +41,7 @@ def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpus_st(), queries_st, st.one_of(st.none(), st.integers(1, 45)), st.sampled_from([1, 3, 1 << 16]),
-       st.sampled_from([1, 2]), st.sampled_from([1, 4, 1 << 20]), st.sampled_from([EAGER, COMPLETE, probe.RULE]))
+       st.sampled_from([1, 2]), st.sampled_from([1, 4, 1 << 20]), st.sampled_from([EAGER, COMPLETE, SMALL, probe.RULE]))
 def test_probe_matches_reference(ref, queries, k, block, threads, candidates, rule):
     arrays = Arrays(ref)
     assert_equals_reference(arrays, queries, k, run(arrays, queries, k, block=block, n_chunks=threads,
@@ -46,7 +50,7 @@ def test_probe_matches_reference(ref, queries, k, block, threads, candidates, ru
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(20, 600), st.integers(3, 14), st.integers(0, 10_000), st.integers(1, 700),
-       st.sampled_from([1, 7, 64, 1 << 14]), st.booleans(), st.sampled_from([EAGER, COMPLETE]))
+       st.sampled_from([1, 7, 64, 1 << 14]), st.booleans(), st.sampled_from([EAGER, COMPLETE, SMALL]))
 def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block, ordered, rule):
     """Many terms of equal df (equal weights: many masks share a level and bounds tie with the k-th
     entry), duplicated documents, K from 1 past the pool; ids shuffled, or in row order (`monotone`)."""
@@ -65,7 +69,7 @@ def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block, ordered, rule):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(20, 400), st.integers(3, 15), st.integers(0, 10_000), st.integers(1, 500),
        st.sampled_from([1, 7, 1 << 14]), st.booleans(), st.sampled_from([1, 2]),
-       st.sampled_from([EAGER, COMPLETE, probe.RULE]), st.booleans())
+       st.sampled_from([EAGER, COMPLETE, SMALL, probe.RULE]), st.booleans())
 def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, seed, k, block, deletions, threads,
                                                               rule, ordered):
     """As levels' test of the same name: probe with a bar == the union without it, filtered by the bar
@@ -110,9 +114,9 @@ def test_it_prunes_and_its_stats_count():
         if k == 1:  # larger k on lists this short: the cost rule reads them rather than probe
             assert (stats[:, 0] < 0.5 * total).sum() >= len(queries) // 4, (k, stats[:, 0], total)
             assert 0 < stats[:, 1].sum() < stats[:, 0].sum()
-        # the default rule: these queries are too small to try
+        # the default rule without `small`: these queries are too small to try
         default = np.zeros_like(stats)
-        assert_equals_reference(arrays, queries, k, run(arrays, queries, k, stats=default, rule=probe.RULE))
+        assert_equals_reference(arrays, queries, k, run(arrays, queries, k, stats=default, rule=LEVELS))
         assert default[:, 2].sum() == 0 and default[:, 0].tolist() == total.tolist()
         full = np.zeros_like(stats)
         assert_equals_reference(arrays, queries, k, run(arrays, queries, k, stats=full, forward=False))
@@ -139,3 +143,33 @@ def test_threads_agree_and_corrupt_postings_raise():
     query = " ".join(f"t{w}" for w in range(12))
     heaviest = arrays.batch([query])[1][-1]  # the rarest list: always read by the probing path
     assert_threads_agree_and_corrupt_postings_raise(run, arrays, tie_queries(12, 2, count=100), query, heaviest)
+
+
+def test_small_queries_read_what_the_top_k_needs():
+    """`small` (the rule's last number: every query here): exact with deletions, ids shuffled or in row order;
+    a rare list and a common one read only as far as the top k needs; corrupt postings of the rarest list,
+    which it reads first, raise."""
+    ref = tie_heavy_ref(2000, 12, 4, p_dup=0.05)
+    arrays = Arrays(ref)
+    queries = tie_queries(12, 11, count=60)
+    def small(arrays, queries, k, **kw):
+        return run(arrays, queries, k, rule=SMALL, **kw)
+    live = np.random.default_rng(2).random(ref.n_docs) < 0.7
+    assert_deleted_never_rank(small, by_levels, arrays, queries, live)
+    rng = np.random.default_rng(5)
+    n = 3000
+    texts = [" zz ".join(["common"] + [f"r{w}" for w in rng.choice(400, size=rng.integers(0, 2), replace=False)])
+             for _ in range(n)]
+    rare = Arrays(ReferenceIndex.from_texts([str(i) for i in range(n)], texts))
+    pairs = [f"common r{a}" for a in rng.choice(400, size=30)] + ["common"]
+    off, terms, _ = rare.batch(pairs)
+    total = np.add.reduceat(rare.indptr[terms + 1] - rare.indptr[terms], off[:-1])
+    for ordered in (True, False):
+        stats = np.zeros((len(pairs), probe.STATS), dtype=np.int64)
+        assert_equals_reference(rare, pairs, 5, small(rare, pairs, 5, monotone=ordered, stats=stats))
+        assert (stats[:, 5] == 1).all()
+        if ordered:  # the rare list, then the common one only until 5 documents beat the rest
+            assert (stats[:, 0] < total / 10).all(), (stats[:, 0], total)
+    query = " ".join(f"t{w}" for w in range(12))
+    heaviest = arrays.batch([query])[1][-1]
+    assert_threads_agree_and_corrupt_postings_raise(small, arrays, queries, query, heaviest)

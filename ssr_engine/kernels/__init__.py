@@ -10,7 +10,9 @@ Shared parts:
 Users of those:
     terms       query signals to term ids: vocabulary look-up with its range and string checks
     probe       method ssr: heavy lists first, then bounded probes (levels where pruning would not pay)
-    levels      the union read as term masks, ranked by levels; `long` for queries of > 12 terms
+    levels      the union read as term masks, ranked by levels; `long` for queries of > 12 terms;
+                `split` its MaxScore split (the lightest lists read only into the others' documents)
+    small       tiny and one-term queries list by list, rarest first, into the heap (behind probe)
     ssr         the heap union (method union), the exhaustive forward scan, shared block helpers
     prune       method maxscore (MaxScore), kept as a check
     bm25        Lucene BM25 over an index with term frequencies

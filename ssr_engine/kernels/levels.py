@@ -13,13 +13,15 @@ the masks are sorted by (score desc, popcount desc) into *levels*: equal (score,
 level, so the level orders documents exactly as the result order does up to the id.
 
 Per 16K-document block the postings only OR a bit into a uint16 mask per document (32 KiB: the
-accumulators stay in L1 where float sums and counts took L2). Then each touched document's level
-is compared with the bar: the best level L such that at least k documents seen so far lie at
-levels <= L. A document below the bar is beaten by k others on (score, matches) alone and is
-dropped without reading its id rank; the others go to a buffer (document, level). When the buffer
-fills it is cut to the bar, and the bar level's ties to the ones with the best id ranks (the only
-doc_rank reads). At the end the survivors are ordered by (level, id rank). No heap: at K=1000 the
-union kernel spent most of its time sifting ties through one.
+accumulators stay in L1 where float sums and counts took L2). Then each document's level (met again
+at its first posting in the block) is compared with the bar: the best level L such that at least k
+documents seen so far lie at levels <= L. A document below the bar is beaten by k others on
+(score, matches) alone and is dropped without reading its id rank; the others go to a buffer
+(document, level). When the buffer fills it is cut to the bar, and the bar level's ties to the ones
+with the best id ranks (the only doc_rank reads). At the end the survivors are ordered by (level,
+id rank). No heap: at K=1000 the union kernel spent most of its time sifting ties through one.
+MaxScore's split (`split`): a first bar from the rarest lists, and the lightest lists whose
+documents alone rank after the bar read only into the others' masks.
 
 Queries of more than MAX_TERMS terms take `long_one` (their rarest terms' documents scored apart,
 `long`) where those terms' lists are short; they otherwise, and k <= 0 (every candidate), take
@@ -33,6 +35,7 @@ import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
 from .long import RARE_POSTINGS, merge_rare, rare_docs
+from .split import first_level, or_lists
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start, open_lists, skip_past
 from .topk import check_key_range, compact_failed, doc_key, heap_arrays
 
@@ -233,7 +236,9 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
     The index's document d is numbered first + d in the buffer and ranked by doc_rank[first + d];
     live: bool/uint8[n_docs] or empty. `monotone`: doc_rank ascends with the document number
     (`probe.ascending`), so a block whose documents would all be dropped on the bar level's key is
-    skipped. Returns the new state; nbuf = -1 for corrupt postings.
+    skipped. Once the bar ranks the lightest lists' documents out, those lists only complete the masks of
+    the others' documents (MaxScore's split, `split.or_lists`). Returns the new state; nbuf = -1 for
+    corrupt postings.
     """
     bd, bl, bk = buf
     open_lists(q_terms, a, 0, m, indptr, cur, end, last)
@@ -244,6 +249,8 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
     # are dropped without a doc_rank read (at 8.8M each one missed cache)
     n_all = doc_rank.shape[0]
     bar_doc = first_at(doc_rank, bar_key) if monotone and bar_key != _NO_CUT else n_all
+    starts = np.empty(m, np.int64)  # each list's first posting in the block
+    p = 0  # lists 0..p-1 are read only into the documents of the others (see below)
     while True:
         lo = block_start(docs, cur, end, m, n_docs)
         if lo < 0:
@@ -262,38 +269,49 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
         if best > bar or (best == bar and first + lo >= bar_doc):
             skip_past(docs, cur, end, last, m, hi)
             continue
-        nt = or_block(docs, cur, end, last, 0, m, lo, hi, mask, touched)
-        if nt < 0:
+        # MaxScore's split at the bar: a document of the lightest lists 0..p-1 alone ranks after the bar level
+        while p < m and level[(1 << (p + 1)) - 1] > bar:
+            p += 1
+        if p == m:  # nothing left can enter
+            break
+        if not or_lists(docs, cur, end, last, p, m, lo, hi, mask, starts):
             return bar, bar_key, cum, -1
-        for i in range(nt):
-            x = touched[i]
-            lv = level[mask[x]]
-            mask[x] = 0
-            if lv > bar or (live.shape[0] != 0 and not live[lo + x]):
-                continue
-            g = first + lo + x
-            if lv == bar and bar_key != _NO_CUT and (
-                    g >= bar_doc if monotone else doc_key(doc_rank[g], g) >= bar_key):
-                continue
-            if nbuf == bd.shape[0]:
-                # cut to the bar: at most cap entries stay, and the buffer holds >= 4 cap (see _BUFFER)
-                nbuf, cut = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank, monotone)
-                bar_key = min(bar_key, cut + 1)
-                if monotone and bar_key != _NO_CUT:
-                    bar_doc = first_at(doc_rank, bar_key)
-                if cum > cap:
-                    hist[bar] -= cum - cap
-                    cum = cap
-            bd[nbuf] = g
-            bl[nbuf] = lv
-            nbuf += 1
-            hist[lv] += 1
-            cum += 1
-            while cum - hist[bar] >= cap:
-                cum -= hist[bar]
-                bar -= 1
-                bar_key = _NO_CUT
-                bar_doc = n_all
+        # each document of lists p..m-1 once, at its first posting in list order (its mask complete, then
+        # zeroed): the postings read again from L1 instead of a list of touched documents, whose branch-free
+        # append chained every posting's mask load to the next one's store (RESULTS.md)
+        for j in range(p, m):
+            for c in range(starts[j], cur[j]):
+                x = np.int64(docs[c]) - lo
+                v = mask[x]
+                if v == 0:
+                    continue
+                mask[x] = 0
+                lv = level[v]
+                if lv > bar or (live.shape[0] != 0 and not live[lo + x]):
+                    continue
+                g = first + lo + x
+                if lv == bar and bar_key != _NO_CUT and (
+                        g >= bar_doc if monotone else doc_key(doc_rank[g], g) >= bar_key):
+                    continue
+                if nbuf == bd.shape[0]:
+                    # cut to the bar: at most cap entries stay, and the buffer holds >= 4 cap (see _BUFFER)
+                    nbuf, cut = _cut(bd, bl, bk, nbuf, bar, cap - (cum - hist[bar]), doc_rank, monotone)
+                    bar_key = min(bar_key, cut + 1)
+                    if monotone and bar_key != _NO_CUT:
+                        bar_doc = first_at(doc_rank, bar_key)
+                    if cum > cap:
+                        hist[bar] -= cum - cap
+                        cum = cap
+                bd[nbuf] = g
+                bl[nbuf] = lv
+                nbuf += 1
+                hist[lv] += 1
+                cum += 1
+                while cum - hist[bar] >= cap:
+                    cum -= hist[bar]
+                    bar -= 1
+                    bar_key = _NO_CUT
+                    bar_doc = n_all
         # with `monotone`, k documents at or above the bar, all before hi: a later one on the bar level loses
         if monotone and cum >= cap and first + hi < bar_doc:
             bar_doc = first + hi
@@ -339,6 +357,12 @@ def _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms
     bar, bar_key = _bar_level(q, nl, lvl_score, lvl_pop, bar_s, bar_m, bar_k)
     if bar < 0:
         return 0  # k documents elsewhere beat every document this query could find here
+    # a first bar from the rarest lists (`split`): the lightest lists are read only into the others' documents
+    first = first_level(q_terms, a, m, indptr, docs, n_docs, live, block, cap, level, nl, hist, mask, cur, end, last)
+    if first < 0:
+        return -1
+    if first < bar:
+        bar, bar_key = first, _NO_CUT
     bar, bar_key, cum, nbuf = _scan(indptr, docs, n_docs, 0, doc_rank, live, q_terms, a, m, block, cap, mask,
                                     touched, cur, end, last, level, hist, buf, bar, bar_key, 0, 0, monotone)
     if nbuf < 0:

@@ -41,6 +41,7 @@ from . import levels
 from .forward import row_contains
 from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, first_at, long_one, next_block
 from .prune import _contains, _gallop
+from .small import _df, small_one
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
 from .topk import compact_failed, deheap_sort, doc_key, heap_push, ranks_after, rejects
 
@@ -54,8 +55,11 @@ _FIRST = 2
 # RULE[3], what a forward-row probe costs in sequentially read postings (measured: ~500 ns against
 # ~5 ns at 8.8M, where the rows miss cache and TLB): a probe count above it makes reading another list pay;
 # RULE[4], what a posting of a non-E list costs in `_complete` (a load and a masked store, no new candidate);
-# RULE[5]: essential lists holding more than this share of a query's postings: levels reads them all instead
-RULE = (32768.0, 128.0, 0.75, 64.0, 0.35, 0.5)
+# RULE[5]: essential lists holding more than this share of a query's postings: levels reads them all instead;
+# RULE[6]: queries of fewer postings (and of one term, with ids in row order) take `small`: its gallops missed
+# cache (~120 ns each on real short texts) where levels' reads are sequential, so it pays only on tiny queries;
+# RULE[7]: ... and of at most this many results wanted (at K=1000 its heap cost more than levels' buffer)
+RULE = (32768.0, 128.0, 0.75, 64.0, 0.35, 0.5, 200.0, 64.0)
 _RULE = np.asarray(RULE, dtype=np.float64)  # as the kernels take it (made once: a single query's call is µs)
 # in `_complete`, a block's postings of a non-E list are searched per candidate rather than scanned when
 # they outnumber the candidates by more than this (a binary search costs ~log2 of them in dependent loads)
@@ -66,8 +70,9 @@ _PER_BLOCK = 512
 WIDEN = 16
 _DOC = 0xFFFFFFFF  # a key's document half
 # per-query counters (`search_batch(stats=...)`): postings read, forward rows probed, E sets tried,
-# 1 when levels read every posting in the end, postings of non-E lists read by `_complete` (also in the first)
-STATS = 5
+# 1 when levels read every posting in the end, postings of non-E lists read by `_complete` (also in the first),
+# 1 when `small` answered it
+STATS = 6
 
 
 @nb.njit(cache=True, nogil=True)
@@ -340,12 +345,6 @@ def _fill(a, m, q_terms, indptr, docs, doc_rank, n_docs, live, cur, end, last, s
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _df(indptr, q_terms, a, j):
-    t = q_terms[a + j]
-    return indptr[t + 1] - indptr[t]
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
 def _first_bar(q, bar_s, bar_m, bar_k):
     """The caller's bar for query q (a document must rank strictly before it) as the kernel's own kind,
     one a document must rank at or before: keys are integers, so key < bar_k is key <= bar_k - 1.
@@ -431,16 +430,22 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_
     query. bar_s/bar_m/bar_k: as `levels._levels_one`'s. stats: the query's STATS counters.
     Results best first in res_*[base:base + cap]; returns their count or -1 for corrupt postings.
     """
-    if q_offsets[q + 1] - q_offsets[q] >= 2 and fwd_indptr.shape[0] == n_docs + 1:
+    a = q_offsets[q]
+    m = q_offsets[q + 1] - a
+    total = 0
+    for j in range(m):
+        total += _df(indptr, q_terms, a, j)
+    bar = _first_bar(q, bar_s, bar_m, bar_k)
+    if cap <= rule[7] and (total < rule[6] or (m == 1 and monotone)):  # list by list behind the heap (`small`)
+        stats[5] += 1
+        return small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, cap, base, res_d, res_s,
+                         res_m, bar, monotone, work[5][t], work[6][t], work[2][t], work[3][t], work[4][t], stats)
+    if m >= 2 and fwd_indptr.shape[0] == n_docs + 1:
         got = _probe_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_weights, q_terms,
-                         width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats,
-                         _first_bar(q, bar_s, bar_m, bar_k), monotone)
+                         width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats, bar, monotone)
         if got != -2:
             return got
     stats[3] += 1
-    total = 0
-    for j in range(q_offsets[q], q_offsets[q + 1]):
-        total += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
     stats[0] += total
     # a sparse query reads few postings a block: wider blocks (`widen`)
     return _levels_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_weights, q_terms,
@@ -539,6 +544,8 @@ def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_t
     row order), which lets a query whose every list but the lightest is read finish without levels.
     Returns (offsets int64[Q + 1], docs int64, scores float64, matches int32).
     """
+    if len(rule) != len(RULE):
+        raise ValueError(f"a cost rule of {len(RULE)} numbers (probe.RULE), not {len(rule)}")
     q_offsets = np.asarray(q_offsets, dtype=np.int64)
     nq = len(q_offsets) - 1
     threads, rows, width, k, longest, entries = levels.plan(n_docs, q_offsets, k, block, n_chunks, buffer)

@@ -1,0 +1,195 @@
+"""Small queries list by list, rarest first, behind the heap's bar (part of method `ssr`, DESIGN.md section 4).
+
+A query of m <= `levels.MAX_TERMS` terms in ascending weight (bit j = term j, as in `levels`). Its lists
+are read one at a time from the heaviest (rarest, j = m - 1) down. Each document d of list j is scored
+exactly: the heavier lists j+1..m-1 already gave it its (score, matches) if it is in one of them, so it is
+skipped then (a duplicate); else its mask is bit j | its bits among the lighter lists 0..j-1, found by
+galloping those lists' cursors to d (d ascends within list j, so each cursor only moves forward). The top k
+is the shared heap (`topk`), keyed by the full order.
+
+Why it pays: the rarest lists hold the best documents, so the heap's root (the k-th so far) is high after
+the first lists, and then
+
+- a document's bound, bit j | its lighter bits found so far | the lighter bits not yet looked at, is
+  checked before every gallop (heaviest lighter list first): most documents stop after one or two;
+- list j is read at all only while its bound, the mask of every bit 0..j, could still enter: a document
+  outside lists j+1..m-1 holds at most bits 0..j, and a superset's canonical sum is never below a subset's
+  (positive weights, round-to-nearest is monotone) nor its popcount smaller. The lightest lists, which
+  hold most postings, are mostly never read.
+
+Ties on (score, matches) are decided by the id: with ranks ascending in documents (`monotone`) the heap
+holds document numbers as keys (no doc_rank read until the k results), and within list j a document that
+ties the root's (score, matches) on its list's bound ends the list (every later one has a larger id).
+
+Exactness: every document holding a query term is either scored exactly (in the rarest list that holds
+it) or left out by a bound that ranks strictly after k documents found (or after the caller's bar), or
+on an equal (score, matches) after them by id.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .levels import first_at
+from .prune import _gallop
+from .topk import deheap_sort, doc_key, heap_push
+
+# another list's cursor follows list j's documents by a walk when that list holds at most this many times
+# list j's postings (a walk reads them in order; a gallop's jumps each missed cache: ~120 ns, RESULTS.md),
+# else by galloping
+_SCAN = 64
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _df(indptr, q_terms, a, j):
+    """The document frequency of the query's term j (its list's length)."""
+    t = q_terms[a + j]
+    return indptr[t + 1] - indptr[t]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _advance(docs, c, e, target, walk):
+    """First position in [c, e) whose doc is >= target: a walk, or a gallop (`prune._gallop`)."""
+    if not walk:
+        return _gallop(docs, c, e, target)
+    while c < e and np.int64(docs[c]) < target:
+        c += 1
+    return c
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _score_tables(q_weights, a, m, score, pop):
+    """score[mask] (the canonical sum: the mask minus its highest bit, plus that bit's weight) and its
+    popcount, for every mask of m terms (float64/int32[>= 2**m])."""
+    score[0] = 0.0
+    pop[0] = 0
+    for j in range(m):
+        w = q_weights[a + j]
+        bit = 1 << j
+        for x in range(bit):
+            score[x | bit] = score[x] + w
+            pop[x | bit] = pop[x] + 1
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _key(d, doc_rank, monotone):
+    """The heap's key of document d: d itself when ranks ascend with documents, else rank << 32 | d."""
+    return np.int64(d) if monotone else doc_key(doc_rank[d], d)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _after(s, mm, size, cap, base, res_s, res_m, bs, bm):
+    """Whether (s, mm) ranks strictly after the full heap's root or the caller's bar on (score, matches)
+    alone: then so does any document at or below it, whatever its id."""
+    return (size == cap and (s < res_s[base] or (s == res_s[base] and mm < res_m[base]))) or (
+        bs >= 0 and (s < bs or (s == bs and mm < bm)))
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _out(d, s, mm, size, cap, base, res_s, res_m, res_d, bs, bm, bk, bar_doc, doc_rank, monotone):
+    """Whether document d at (s, mm) ranks after the full heap's root or after the caller's bar (bs, bm, bk:
+    a document must rank at or before it; bs < 0: none; bar_doc: with `monotone`, the first document
+    after it)."""
+    if size == cap:
+        rs = res_s[base]
+        if s < rs:
+            return True
+        if s == rs:
+            rm = res_m[base]
+            if mm < rm or (mm == rm and _key(d, doc_rank, monotone) > res_d[base]):
+                return True
+    if bs >= 0:
+        if s < bs:
+            return True
+        if s == bs:
+            if mm < bm:
+                return True
+            if mm == bm:
+                return d >= bar_doc if monotone else doc_key(doc_rank[d], d) > bk
+    return False
+
+
+@nb.njit(cache=True, nogil=True)
+def small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, cap, base, res_d, res_s, res_m,
+              bar, monotone, score, pop, cur, end, scan, stats):
+    """The top `cap` (>= 1) of the query of terms q_terms[a:a + m] (1 <= m <= `levels.MAX_TERMS`, ascending
+    weight), best first in res_*[base:] (keys in res_d). bar = (score, matches, key): documents must rank
+    at or before it (score < 0: none). score/pop float64/int32[>= 2**m], cur/end int64[>= m]: scratch.
+    stats: postings read (driving lists), gallops (probe's STATS columns 0 and 1).
+    Returns the result count, or -1 for corrupt postings (a list read not strictly ascending, or >= n_docs).
+    """
+    _score_tables(q_weights, a, m, score, pop)
+    bs, bm, bk = bar
+    bar_doc = first_at(doc_rank, bk + 1) if monotone and bs >= 0 else n_docs
+    size = 0
+    read = 0
+    gallops = 0
+    for j in range(m - 1, -1, -1):
+        full = (1 << (j + 1)) - 1  # every bit a document outside the heavier lists may hold
+        fs = score[full]
+        fm = pop[full]
+        if _after(fs, fm, size, cap, base, res_s, res_m, bs, bm):  # no document left can enter
+            break
+        nj = _df(indptr, q_terms, a, j)
+        for i in range(m):
+            t = q_terms[a + i]
+            cur[i] = indptr[t]
+            end[i] = indptr[t + 1]
+            # a list at most _SCAN times as long as list j is walked, a longer one galloped
+            scan[i] = end[i] - cur[i] <= _SCAN * nj
+        bit = 1 << j
+        prev = -1
+        c0 = cur[j]
+        c = c0
+        while c < end[j]:
+            d = np.int64(docs[c])
+            c += 1
+            if d <= prev or d >= n_docs:
+                return -1
+            prev = d
+            if _out(d, fs, fm, size, cap, base, res_s, res_m, res_d, bs, bm, bk, bar_doc, doc_rank, monotone):
+                # on (score, matches) alone, or on the id with ranks ascending: every later document too
+                if monotone or _after(fs, fm, size, cap, base, res_s, res_m, bs, bm):
+                    break
+                continue
+            if live.shape[0] != 0 and not live[d]:
+                continue
+            msk = bit
+            rest = bit - 1  # lighter bits not looked at yet
+            ok = True
+            for i in range(j - 1, -1, -1):
+                x = _advance(docs, cur[i], end[i], d, scan[i])
+                cur[i] = x
+                gallops += 1
+                lb = 1 << i
+                rest ^= lb
+                if x < end[i] and np.int64(docs[x]) == d:
+                    msk |= lb  # the bound stays what was checked last
+                else:
+                    ub = msk | rest
+                    if _out(d, score[ub], pop[ub], size, cap, base, res_s, res_m, res_d, bs, bm, bk, bar_doc,
+                            doc_rank, monotone):
+                        ok = False
+                        break
+            if not ok:
+                continue
+            for i in range(j + 1, m):  # in a heavier list: scored there already
+                x = _advance(docs, cur[i], end[i], d, scan[i])
+                cur[i] = x
+                gallops += 1
+                if x < end[i] and np.int64(docs[x]) == d:
+                    ok = False
+                    break
+            if ok:
+                size = heap_push(res_s, res_m, res_d, base, size, cap, score[msk], pop[msk],
+                                 _key(d, doc_rank, monotone))
+        read += c - c0
+    stats[0] += read
+    stats[1] += gallops
+    deheap_sort(res_s, res_m, res_d, base, size)
+    if monotone:
+        for i in range(size):
+            d = res_d[base + i]
+            res_d[base + i] = doc_key(doc_rank[d], d)
+    return size

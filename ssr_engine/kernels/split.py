@@ -1,0 +1,103 @@
+"""MaxScore's split for `levels`: the lightest lists read only into the other lists' documents, behind a bar
+found first on the rarest lists (DESIGN.md section 4).
+
+A query's terms are in ascending weight (bit j = term j). Once the bar level is such that even a document of
+all the lightest lists 0..p-1 ranks after it (level[2**p - 1] > bar: a subset's level is never better than
+its superset's), a document outside the lists p..m-1 cannot enter: those lists alone start masks, and lists
+0..p-1 only OR their bit into masks already started (`or_lists`); only the documents of p..m-1 are visited.
+
+`first_level` gives the bar before the scan: the documents of the rarest lists (at most `_SHARE` of the
+query's postings) ranked by the mask of those lists alone. A document's true mask holds that partial one, so
+its true level is at least as good: when k live documents have partial levels at or above L, the final
+k-th entry's level is at or above L, and every document below L can be dropped from the first block on.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .ssr import block_start, open_lists
+
+# the rarest lists that give the first bar hold at most this share of the query's postings (read twice)
+_SHARE = 0.25
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def or_lists(docs, cur, end, last, p, m, lo, hi, mask, starts):
+    """One block [lo, hi) of the lists 0..m-1 ORed into masks (uint16[block], bit j for list j), each list's
+    first position in the block going to starts[j] (its postings in the block: starts[j]..cur[j]); the lists
+    0..p-1 OR their bit only into documents of the lists p..m-1 (their masks left zero elsewhere). Cursors
+    cur/end/last as `levels.or_block`'s. Returns False for corrupt postings (not strictly ascending)."""
+    for u in range(m):
+        j = (u + p) % m  # p..m-1 first: their documents' masks are set before 0..p-1 are read
+        bit = np.uint16(1 << j)
+        new = j >= p  # may start a mask
+        c = cur[j]
+        starts[j] = c
+        e = end[j]
+        prev = last[j]
+        while c < e:
+            d = np.int64(docs[c])
+            if d >= hi:
+                break
+            if d <= prev:  # strictly ascending postings (hence d >= lo): keeps d - lo in range
+                return False
+            prev = d
+            v = mask[d - lo]
+            mask[d - lo] = v | (bit * np.uint16(new or v != 0))
+            c += 1
+        cur[j] = c
+        last[j] = prev
+    return True
+
+
+@nb.njit(cache=True, nogil=True)
+def first_level(q_terms, a, m, indptr, docs, n_docs, live, block, cap, level, nl, hist, mask, cur, end, last):
+    """A bar level for the query q_terms[a:a + m] (`levels._tables`' level, nl levels) before its scan: the
+    best level L at which cap live documents of its rarest lists rank at or above L on those lists' bits
+    alone; nl - 1 (no bar) when those lists hold fewer than 2 cap postings or under cap documents.
+    hist int64[>= nl] must be zero and is left zero; mask uint16[block] too. Returns -1 for corrupt postings.
+    """
+    total = 0
+    for j in range(m):
+        total += indptr[q_terms[a + j] + 1] - indptr[q_terms[a + j]]
+    p = m
+    held = 0
+    while p > 1:
+        t = q_terms[a + p - 1]
+        df = indptr[t + 1] - indptr[t]
+        if held + df > _SHARE * total:
+            break
+        held += df
+        p -= 1
+    if p == m or held < 2 * cap:
+        return nl - 1
+    open_lists(q_terms, a, p, m, indptr, cur, end, last)
+    starts = np.empty(m - p, np.int64)
+    while True:
+        lo = block_start(docs, cur[p:], end[p:], m - p, n_docs)
+        if lo < 0:
+            return -1
+        if lo >= n_docs:
+            break
+        if not or_lists(docs, cur[p:], end[p:], last[p:], 0, m - p, lo, min(lo + block, n_docs), mask, starts):
+            return -1
+        for j in range(p, m):
+            for c in range(starts[j - p], cur[j]):
+                x = np.int64(docs[c]) - lo
+                v = mask[x]
+                if v == 0:
+                    continue
+                mask[x] = 0
+                if live.shape[0] == 0 or live[lo + x]:
+                    hist[level[np.int64(v) << p]] += 1
+    got = nl - 1
+    cum = 0
+    for lv in range(nl):
+        cum += hist[lv]
+        if cum >= cap:
+            got = lv
+            break
+    hist[:nl] = 0
+    return got
