@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import ast_lock
 from .signals import DEFAULT_CAP, card_signals, signals
 from .stopwords import STOPWORDS_V1, STOPWORDS_V1_ID, StopwordList, load_stopwords
 from .version import __version__ as __version__
@@ -33,6 +34,9 @@ __all__ = [
     "Index",
     "verify_index",
 ]
+
+# CPython < 3.11.8's ast.parse races between threads (Numba compiling beside a merge thread): serialise it
+ast_lock.install()
 
 _LAZY = {
     "ReferenceIndex": ("reference", "ReferenceIndex"),

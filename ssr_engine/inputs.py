@@ -15,6 +15,10 @@ from typing import IO, Any, cast
 
 from .errors import InputError, SsrError
 
+# documents per in-memory chunk, the default of every build, `add` and compaction: it sets the memory a
+# build needs (not the collection's size); here, where the CLI's parsers can read it without NumPy
+CHUNK_DOCS = 100_000
+
 # (magic bytes, name): how compressed input is recognised, by content rather than by file name
 MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")

@@ -29,6 +29,7 @@ from .generations import (
     Commit,
     IndexWriter,
 )
+from .inputs import CHUNK_DOCS
 from .live_files import (
     DELETES_PREFIX,
     IdTable,
@@ -70,7 +71,7 @@ class LiveIndex:
     """
 
     def __init__(self, path: str | os.PathLike[str], quiet: bool = True, workers: int | None = None,
-                 chunk_docs: int = 100_000):
+                 chunk_docs: int = CHUNK_DOCS):
         self.root = resolve_index(path)
         self.quiet = quiet
         self.workers = workers or os.cpu_count() or 1

@@ -38,6 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def chunk_arguments(p: argparse.ArgumentParser) -> None:
+    """--chunk-docs and --workers: what a command that inverts documents (build-index, add, compact) takes."""
+    from ..inputs import CHUNK_DOCS
+
+    p.add_argument("--chunk-docs", type=int, default=CHUNK_DOCS,
+                   help=f"documents per in-memory chunk: sets the memory, not the collection (default {CHUNK_DOCS})")
+    p.add_argument("--workers", type=int, default=None, help="parallel inversion threads (default: all cores)")
+
+
 def print_report(report: dict, as_json: bool, line: str) -> None:
     """A write command's report (add, delete, compact): JSON on stdout with --json, else `line` and
     the report's seconds (a registry's compaction has none) for a person on stderr (stdout stays free

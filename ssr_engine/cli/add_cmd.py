@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import chunk_arguments
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", required=True, metavar="DIR", help="the index to add to")
@@ -12,8 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="collection format (default: by file extension, .jsonl/.json = JSONL)")
     p.add_argument("--upsert", action="store_true",
                    help="replace documents whose id is already in the index (without it, that is an error)")
-    p.add_argument("--chunk-docs", type=int, default=100_000, help="documents per in-memory chunk (default 100000)")
-    p.add_argument("--workers", type=int, default=None, help="parallel inversion threads (default: all cores)")
+    chunk_arguments(p)
     p.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of failing")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

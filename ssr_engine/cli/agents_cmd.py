@@ -24,27 +24,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--force", action="store_true", help="replace an existing index at --out")
     b.set_defaults(_action=_build)
 
-    ad = sub.add_parser("add", help="add or replace cards in a registry (live: no rebuild)",
-                        description="Add cards to a registry, replacing cards with the same id, in one commit "
-                        "of the live index (a new segment; the old versions deleted); rankings are exactly those "
-                        "of a rebuild over the live cards.")
-    ad.add_argument("--index", required=True, metavar="DIR", help="registry built by `ssr agents build`")
+    ad = _on_registry(sub, "add", _add, "add or replace cards in a registry (live: no rebuild)",
+                      "Add cards to a registry, replacing cards with the same id, in one commit of the live index "
+                      "(a new segment; the old versions deleted); rankings are exactly those of a rebuild over "
+                      "the live cards.")
     _card_arguments(ad, "a card id repeated within --cards")
-    ad.set_defaults(_action=_add)
 
-    rm = sub.add_parser("remove", help="remove cards from a registry by id (live: no rebuild)",
-                        description="Remove the cards whose ids are listed in --ids (one id per line, taken "
-                        "exactly as written: spaces inside an id are part of it).")
-    rm.add_argument("--index", required=True, metavar="DIR", help="registry built by `ssr agents build`")
+    rm = _on_registry(sub, "remove", _remove, "remove cards from a registry by id (live: no rebuild)",
+                      "Remove the cards whose ids are listed in --ids (one id per line, taken exactly as written: "
+                      "spaces inside an id are part of it).")
     rm.add_argument("--ids", required=True, metavar="FILE", help="one card id per line")
     rm.add_argument("--missing-ok", action="store_true", help="ids that are not in the registry are not an error")
-    rm.set_defaults(_action=_remove)
 
-    sv = sub.add_parser("serve", help="serve discovery over HTTP (JSON API + MCP) or MCP on stdio",
-                        description="An HTTP JSON API (POST /discover, GET/PUT/DELETE /cards/{id}, GET /health, "
-                        "OpenAPI docs at /docs) and an MCP server at /mcp (streamable HTTP), or MCP on stdio "
-                        "with --stdio. Needs the `serve` extra (fastapi, uvicorn, mcp).")
-    sv.add_argument("--index", required=True, metavar="DIR", help="registry built by `ssr agents build`")
+    sv = _on_registry(sub, "serve", _serve, "serve discovery over HTTP (JSON API + MCP) or MCP on stdio",
+                      "An HTTP JSON API (POST /discover, GET/PUT/DELETE /cards/{id}, GET /health, OpenAPI docs at "
+                      "/docs) and an MCP server at /mcp (streamable HTTP), or MCP on stdio with --stdio. Needs the "
+                      "`serve` extra (fastapi, uvicorn, mcp).")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     sv.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     sv.add_argument("--token", help="require `Authorization: Bearer TOKEN` for writes (PUT, DELETE); "
@@ -53,17 +48,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sv.add_argument("--stdio", action="store_true", help="speak MCP on stdin/stdout instead of HTTP")
     sv.add_argument("--max-k", type=int, default=1000, help="largest pool a request may ask for (default 1000)")
     sv.add_argument("--max-body", type=int, default=1 << 20, help="largest request body in bytes (default 1 MiB)")
-    sv.set_defaults(_action=_serve)
 
-    d = sub.add_parser("discover", help="the pool of candidate agents for a request",
-                       description="Print the pool: at most K cards for the request, best first.")
+    d = _on_registry(sub, "discover", _discover, "the pool of candidate agents for a request",
+                     "Print the pool: at most K cards for the request, best first.")
     _pool_args(d)
     d.add_argument("--json", action="store_true", help="one JSON object with the pool as a list of id, score, matches")
     d.add_argument("--explain", action="store_true", help="show the matched signals and their weights")
-    d.set_defaults(_action=_discover)
 
-    a = sub.add_parser("ask", help="discover, then let a provider pick one agent from the pool",
-                       description="Discover the pool, prompt a provider with it and report the outcome.")
+    a = _on_registry(sub, "ask", _ask, "discover, then let a provider pick one agent from the pool",
+                     "Discover the pool, prompt a provider with it and report the outcome.")
     _pool_args(a)
     a.add_argument("--provider", choices=("openai", "first", "random"), default="openai")
     a.add_argument("--base-url", default="https://api.openai.com/v1", help="OpenAI-compatible endpoint")
@@ -73,7 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a.add_argument("--retries", type=int, default=3, help="retries on 429/5xx/timeouts (default 3)")
     a.add_argument("--seed", type=int, default=0, help="seed of the random provider")
     a.add_argument("--show-prompt", action="store_true", help="print the prompt sent to the provider")
-    a.set_defaults(_action=_ask)
 
     g = sub.add_parser("generate", help="write a seeded synthetic registry and its queries",
                        description="Write cards.jsonl and queries.jsonl of an SSR-AgentBench-like registry.")
@@ -105,8 +97,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.set_defaults(_action=_bench)
 
 
-def _pool_args(p: argparse.ArgumentParser) -> None:
+def _on_registry(sub: Any, name: str, action: Any, summary: str, description: str) -> argparse.ArgumentParser:
+    """The parser of an action on an existing registry: its --index and the function it runs."""
+    p = sub.add_parser(name, help=summary, description=description)
     p.add_argument("--index", required=True, metavar="DIR", help="registry built by `ssr agents build`")
+    p.set_defaults(_action=action)
+    return p
+
+
+def _pool_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=int, default=20, help="pool size K (default 20)")
     p.add_argument("query", metavar="QUERY")
 

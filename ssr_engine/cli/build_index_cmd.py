@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..signals import DEFAULT_CAP  # the package face imports signals already: --help stays fast
+from . import chunk_arguments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,9 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stopwords", metavar="FILE", help="replacement stopword list, one word per line")
     p.add_argument("--cap", type=int, default=DEFAULT_CAP,
                    help=f"at most this many signals per document (default {DEFAULT_CAP})")
-    p.add_argument("--chunk-docs", type=int, default=100_000,
-                   help="documents per in-memory chunk: sets the build's memory (default 100000)")
-    p.add_argument("--workers", type=int, default=None, help="parallel inversion threads (default: all cores)")
+    chunk_arguments(p)
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip malformed lines (counted and listed in the manifest) instead of failing")
     p.add_argument("--force", action="store_true", help="replace an existing index at --out")

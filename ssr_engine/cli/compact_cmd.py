@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from . import chunk_arguments
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", required=True, metavar="DIR", help="the index to compact")
-    p.add_argument("--chunk-docs", type=int, default=100_000,
-                   help="documents per in-memory chunk: sets the memory, as for a build (default 100000)")
-    p.add_argument("--workers", type=int, default=None, help="parallel inversion threads (default: all cores)")
+    chunk_arguments(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 

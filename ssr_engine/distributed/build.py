@@ -31,7 +31,8 @@ from ..errors import InputError, SsrError
 from ..format import peek_index
 from ..generations import WriterLock
 from ..indexing.builder import MAX_SEED_ATTEMPTS, BuildConfig
-from ..inputs import detect_format, sniff_compression
+from ..inputs import CHUNK_DOCS, detect_format, sniff_compression
+from ..signals import DEFAULT_CAP
 from . import layout
 
 RUNNERS = ("ray", "processes", "inline")
@@ -91,7 +92,7 @@ def build_sharded(collection: str | os.PathLike[str] | Sequence[Any], out: str |
     return root
 
 
-_DEFAULTS = {"stopwords": None, "cap": 64, "chunk_docs": 100_000, "workers": None, "skip_bad_lines": False,
+_DEFAULTS = {"stopwords": None, "cap": DEFAULT_CAP, "chunk_docs": CHUNK_DOCS, "workers": None, "skip_bad_lines": False,
              "scoring": "ssr", "stem": False, "store_text": False}
 
 

@@ -22,7 +22,7 @@ from ..extract import Extractor
 from ..format import Counts, HashSettings, Manifest, SignalSettings, write_manifest
 from ..generations import IndexWriter
 from ..hashing import HASH_NAME, hash_mask
-from ..inputs import starts_with_bom
+from ..inputs import CHUNK_DOCS, starts_with_bom
 from ..signals import DEFAULT_CAP
 from ..stopwords import StopwordList, load_stopwords, resolve_stopwords
 from ..version import __version__
@@ -46,7 +46,7 @@ def build_index(
     header: bool = False,
     stopwords: str | os.PathLike[str] | StopwordList | frozenset[str] | None = None,
     cap: int = DEFAULT_CAP,
-    chunk_docs: int = 100_000,
+    chunk_docs: int = CHUNK_DOCS,
     workers: int | None = None,
     skip_bad_lines: bool = False,
     force: bool = False,
