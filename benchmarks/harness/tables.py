@@ -66,6 +66,9 @@ def main_table(results: dict) -> str:
             notes.append(f"latency over {', '.join(f'{n:,}' for n in sorted(lat_n))} queries")
         pps = {(r["threads"], r["k"]): r["postings_per_s_per_core"] for r in serve.get("throughput", [])
                if "postings_per_s_per_core" in r}
+        if serve.get("compile_seconds") is not None:
+            notes.append(f"a first process of the warm-up's queries took {serve['compile_seconds']:.1f} s (Numba "
+                         "compiles there, or loads its cache)")
         if pps:
             notes.append("kernel M postings/s/core: " + ", ".join(
                 f"K={k} {t}t {v / 1e6:,.0f}" for (t, k), v in sorted(pps.items(), key=lambda x: (x[0][1], x[0][0]))))
