@@ -1,4 +1,4 @@
-"""The kernels' query input: the queries' UTF-8 bytes and spans (`utf8_spans`, what `kernels.query.prepare`
+"""The kernels' query input: the queries' UTF-8 bytes and spans (`utf8`, what `kernels.query.prepare`
 reads) and what it gives back (`QueryBatch`: per query, known terms in ascending weight order)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class QueryBatch:
         return int(self.df.sum())
 
 
-def utf8_spans(queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def utf8(queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The queries' UTF-8 bytes, uint8, and each one's span, int64[Q + 1]."""
     if len(queries) == 1:
         raw = queries[0].encode("utf-8", "surrogatepass")

@@ -24,7 +24,7 @@ from .kernels.candidates import region_offsets, union_sizes
 from .kernels.query import prepare
 from .kernels.terms import lookup
 from .pieces import Helpers
-from .query_terms import QueryBatch, utf8_spans
+from .query_terms import QueryBatch, utf8
 from .retrieval import (
     SearchResult,
     StoredText,
@@ -186,7 +186,7 @@ class Searcher(StoredText):
 
         One GIL-free kernel call (`kernels.query.prepare`) from the queries' bytes to the kernels' input.
         """
-        data, q_offsets = utf8_spans(queries)
+        data, q_offsets = utf8(queries)
         offsets, terms, weights, df, ok = prepare(data, q_offsets, *self._prepare_args)
         if not ok:  # a vocabulary or offsets check failed: the long way names the file at fault
             batch = self._extractor.extract(data, q_offsets[:-1], q_offsets[1:],
