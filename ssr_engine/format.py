@@ -201,6 +201,7 @@ class Index(TermTable):
 
     def doc_id_array(self) -> Any:
         """External ids as one Arrow string array (about 10 bytes per id), row = internal doc id."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         source = self._id_file if self._id_file is not None else self.path / DOC_IDS
@@ -211,6 +212,10 @@ class Index(TermTable):
         except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on garbage
             raise IndexFormatError(f"{self.path / DOC_IDS}: unreadable id table ({exc})") from exc
         ids = table.column("id").combine_chunks()
+        del table
+        # the read's chunks, freed once combined, stay in Arrow's pool (mimalloc) otherwise: +110 MiB
+        # RssAnon at 8.8M ids for the life of the process
+        pa.default_memory_pool().release_unused()
         if len(ids) != self.n_docs:
             raise IndexFormatError(f"{self.path / DOC_IDS}: {len(ids)} ids, the manifest says {self.n_docs} documents")
         return ids

@@ -49,8 +49,6 @@ def fixed_width_ids(ids: Any) -> np.ndarray | None:
     width = int(lengths.max())
     if width == 0 or width > FIXED_ID_MAX or (data.size and int(data.max()) >= 0x80):
         return None
-    fixed = np.zeros((len(ids), width), dtype=np.uint8)
-    rows = np.repeat(np.arange(len(ids)), lengths)
-    cols = np.arange(data.shape[0]) - np.repeat(offsets[:-1] - offsets[0], lengths)
-    fixed[rows, cols] = data
-    return fixed
+    from .kernels.id_table import fixed_table
+
+    return fixed_table(offsets - offsets[0], data, width)

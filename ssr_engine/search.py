@@ -1,16 +1,13 @@
 """`Searcher`: queries in, ranked external ids out, over a memory-mapped index (DESIGN.md section 4).
 
-The Python side only turns query texts into term ids and weights (in batches: one signal
-extraction, one hash pass, one vocabulary search for the whole batch) and external ids back
-out; every document-level loop runs in `kernels`.
-"""
+Query texts become term ids and weights in one kernel call (`kernels.query.prepare`), results become
+external ids in another (`format.Index.ids_of`); every document-level loop runs in `kernels`."""
 
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numba
@@ -27,6 +24,7 @@ from .kernels.candidates import region_offsets, union_sizes
 from .kernels.query import prepare
 from .kernels.terms import lookup
 from .pieces import Helpers
+from .query_terms import QueryBatch, utf8
 from .retrieval import (
     SearchResult,
     StoredText,
@@ -67,21 +65,6 @@ _THREADED = ("ssr", "levels")
 _PIECE = (16, 64)
 # bytes of per-thread heaps the exhaustive scan may hold for one batch
 _EXHAUSTIVE_HEAP_BYTES = 256 << 20
-
-
-@dataclass
-class QueryBatch:
-    """Query terms as the kernels take them: per query, known terms in ascending weight order."""
-
-    offsets: np.ndarray  # int64[Q + 1]
-    terms: np.ndarray  # int64
-    weights: np.ndarray  # float64
-    df: np.ndarray  # int64, document frequency of each term
-
-    @property
-    def postings(self) -> int:
-        """Postings the inverted kernel reads for this batch (the sum of the terms' df)."""
-        return int(self.df.sum())
 
 
 class Searcher(StoredText):
@@ -161,6 +144,7 @@ class Searcher(StoredText):
         # the arrays the kernels read, as plain ndarrays: a np.memmap costs every NumPy operation and
         # every kernel call extra work (subclass wrapping; Numba's slow type path): ~0.5 µs an argument
         self._csr = tuple(a.view(np.ndarray) for a in (index.postings_indptr, index.postings_docs, index.doc_rank))
+        self._fwd = (index.forward_indptr.view(np.ndarray), index.forward)  # probe's forward rows, as plain arrays
         self._ascending: bool | None = None
 
     def reopen(self) -> bool:
@@ -202,7 +186,7 @@ class Searcher(StoredText):
 
         One GIL-free kernel call (`kernels.query.prepare`) from the queries' bytes to the kernels' input.
         """
-        data, q_offsets = _utf8(queries)
+        data, q_offsets = utf8(queries)
         offsets, terms, weights, df, ok = prepare(data, q_offsets, *self._prepare_args)
         if not ok:  # a vocabulary or offsets check failed: the long way names the file at fault
             batch = self._extractor.extract(data, q_offsets[:-1], q_offsets[1:],
@@ -264,13 +248,12 @@ class Searcher(StoredText):
         return split_results(offsets, self.external_ids(docs), docs, scores, matches)
 
     def _threaded(self, queries: list[str], k: int, method: str, threads: int) -> list[SearchResult]:
-        """A batch on `threads` Python threads taking pieces of queries (`pieces.Helpers`) twice: first the
-        preparation (one GIL-free call a piece), then the kernel (GIL-free too), ids and result objects,
-        which hold the GIL but overlap the other threads' kernels. Each piece writes its rows into its own
-        region of one flat set of arrays for the whole batch, sized by the kernels' bound (min(k, the terms'
-        postings) a query), so the results are views of four arrays that go back to the system whole
-        when dropped: pieces' arrays made in the threads' own glibc heaps stayed resident after the caller
-        dropped them (+300 MiB RssAnon after 6,980 queries at K=1000). Results in query order."""
+        """A batch on `threads` Python threads taking pieces of queries (`pieces.Helpers`) twice: the preparation
+        (GIL-free), then the kernel (GIL-free), ids and result objects (the GIL, overlapping other threads'
+        kernels). Each piece writes its rows into its region of one flat set of arrays for the batch, sized by
+        the kernels' bound (min(k, the terms' postings) a query): results are views of four arrays that go back
+        to the system whole when dropped (pieces' own arrays, made in the threads' glibc heaps, stayed resident:
+        +300 MiB RssAnon after 6,980 queries at K=1000). Results in query order."""
         size = max(_PIECE[0], min(_PIECE[1], -(-len(queries) // (8 * threads))))
         batches = self._helpers.map(self.query_batch, [queries[a : a + size] for a in range(0, len(queries), size)],
                                     threads)
@@ -339,7 +322,7 @@ class Searcher(StoredText):
                 if self._ascending is None:  # ids in row order: the kernels' `monotone` (one pass, once)
                     self._ascending = bool(probe.ascending(doc_rank))
             if method == "ssr":
-                return probe.search_batch(indptr, docs, doc_rank, self.n_docs, ix.forward_indptr, ix.forward,
+                return probe.search_batch(indptr, docs, doc_rank, self.n_docs, *self._fwd,
                                           qb.offsets, qb.terms, qb.weights, k, block=self.block, n_chunks=threads,
                                           work=work, monotone=self._ascending)
             if method == "levels":
@@ -388,17 +371,6 @@ class Searcher(StoredText):
         terms, weights = qb.terms[shared].tolist(), qb.weights[shared].tolist()
         pairs = [(self.index.signal(t), w) for t, w in zip(terms, weights, strict=True)]
         return sorted(pairs, key=lambda p: (p[1], p[0]))
-
-
-def _utf8(queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The queries' UTF-8 bytes, uint8, and each one's span, int64[Q + 1]."""
-    if len(queries) == 1:
-        raw = queries[0].encode("utf-8", "surrogatepass")
-        return np.frombuffer(raw, dtype=np.uint8), np.array([0, len(raw)], dtype=np.int64)
-    raw_all = [q.encode("utf-8", "surrogatepass") for q in queries]
-    offsets = np.zeros(len(raw_all) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, raw_all), dtype=np.int64, count=len(raw_all)), out=offsets[1:])
-    return np.frombuffer(b"".join(raw_all), dtype=np.uint8), offsets
 
 
 def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np.ndarray, with_df: bool = False):

@@ -213,6 +213,7 @@ def test_tiny_run_end_to_end(tmp_path, monkeypatch):
         assert set(s["latency"]) == {"10", "100"} and s["latency"]["10"]["queries"] == 20
         assert s["warmup_seconds"] >= 0 and s["rss_anon_mib"]["baseline"] > 0
     assert any("postings_per_s_per_core" in r for r in by["ssr"]["serve"]["throughput"])
+    assert by["ssr"]["serve"]["compile_seconds"] > 0  # the first process that fills Numba's cache ran
     md = (out / "results.md").read_text()
     assert "| pisa |" in md and "| ssr |" in md
     pngs = {p.name for p in out.glob("*.png")}

@@ -319,3 +319,21 @@ def test_id_gather_serial_and_parallel_match_numpy():
         got = id_table.gather_ids_ucs4(table, docs)
         assert got.shape == (n, 7) and got.dtype == np.uint32
         assert np.array_equal(got, table[docs].astype(np.uint32))
+
+
+def test_fixed_width_ids_match_the_strings():
+    # the one-pass table of `ids.fixed_width_ids`: every id back as it was (ragged lengths, a sliced
+    # Arrow array whose offsets do not start at 0), zero padding after each; None for non-ASCII ids
+    pa = pytest.importorskip("pyarrow", reason="pyarrow reads the id column")
+    from ssr_engine.ids import fixed_width_ids
+
+    rng = np.random.default_rng(11)
+    ids = ["".join(chr(c) for c in rng.integers(48, 123, size=rng.integers(0, 12))) for _ in range(2000)]
+    for arr in (pa.array(ids), pa.array(ids).slice(37, 1500)):
+        table = fixed_width_ids(arr)
+        expect = arr.to_pylist()
+        width = max(map(len, expect))
+        assert table.shape == (len(expect), width) and table.dtype == np.uint8
+        assert [bytes(row).rstrip(b"\0").decode() for row in table] == expect
+        assert all(not row[len(s):].any() for row, s in zip(table, expect, strict=True))
+    assert fixed_width_ids(pa.array(["abc", "caf\u00e9"])) is None

@@ -142,3 +142,18 @@ def machine() -> dict:
     except OSError:
         pass
     return info
+
+
+def repeated(configs: list[tuple], run, repeat: int) -> dict[tuple, list[float]]:
+    """Wall seconds of `run(*config)` for each config, `repeat` rounds over all the configs in turn.
+
+    Rounds rather than back-to-back repeats: a slow spell of the machine then falls on several
+    configurations, not on every repeat of one. Report the median (`statistics.median`).
+    """
+    seconds: dict[tuple, list[float]] = {c: [] for c in configs}
+    for _ in range(max(1, repeat)):
+        for c in configs:
+            t0 = time.perf_counter()
+            run(*c)
+            seconds[c].append(time.perf_counter() - t0)
+    return seconds

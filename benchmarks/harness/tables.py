@@ -66,6 +66,9 @@ def main_table(results: dict) -> str:
             notes.append(f"latency over {', '.join(f'{n:,}' for n in sorted(lat_n))} queries")
         pps = {(r["threads"], r["k"]): r["postings_per_s_per_core"] for r in serve.get("throughput", [])
                if "postings_per_s_per_core" in r}
+        if serve.get("compile_seconds") is not None:
+            notes.append(f"a first process of the warm-up's queries took {serve['compile_seconds']:.1f} s (Numba "
+                         "compiles there, or loads its cache)")
         if pps:
             notes.append("kernel M postings/s/core: " + ", ".join(
                 f"K={k} {t}t {v / 1e6:,.0f}" for (t, k), v in sorted(pps.items(), key=lambda x: (x[0][1], x[0][0]))))
@@ -129,13 +132,14 @@ def agreement(results: dict, reference: str = "bm25") -> dict[str, float]:
 def markdown(results: dict) -> str:
     """The whole report of one run."""
     c, s, m = results["collection"], results["settings"], results["machine"]
+    rounds = f", the median of {s['repeat']} rounds" if s.get("repeat", 1) > 1 else ""
     lines = [f"### {c['passages']:,} passages, {c['queries']:,} {results['queries_kind']} queries",
              "",
              f"Date {results['date']}; machine: {m.get('Model name', '?')}, {m.get('cores')} cores, "
              f"{m.get('ram_gib', '?')} GiB RAM. Collection `{c['path']}` ({c['bytes'] / MIB:,.0f} MiB). "
              f"Threads: {', '.join(map(str, s['threads']))}; throughput: one batch call of "
              f"{c.get('served_queries', c['queries']):,} queries per configuration"
-             f"{' (the queries cycled)' if c.get('served_queries', c['queries']) > c['queries'] else ''}; "
+             f"{' (the queries cycled)' if c.get('served_queries', c['queries']) > c['queries'] else ''}{rounds}; "
              f"latency: single-query calls on 1 thread over the first {s['latency_queries']:,} queries."
              + (f" While serving, {s['busy_neighbours']} other process(es) spun on a core each (`--busy`)."
                 if s.get("busy_neighbours") else ""),

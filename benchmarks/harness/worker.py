@@ -11,7 +11,8 @@ every other engine is served here by one protocol (the same as bench_search's):
   2. warm-up, timed and reported on its own: a batch of the first 64 queries at every K on all
      threads, then one single-query call (Numba compilation or cache load, first page-in);
   3. throughput: one batch call over the queries for every (threads, K), end to end (query
-     tokenisation included, and, where the engine gives them, external ids out);
+     tokenisation included, and, where the engine gives them, external ids out); with --repeat N,
+     N rounds over the configurations and the median;
   4. latency: single-query calls on one thread over the first --latency-queries queries;
   5. RssAnon sampled after each phase; the figure reported is the peak minus the baseline.
 
@@ -28,118 +29,13 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
+from harness.builders import BUILDERS, TANTIVY_ANALYZER, our_tokens, stopword_list, tantivy_analyzer
 from ssr_engine.retrieval import BM25_B, BM25_K1  # the library's defaults, defined once (a light module)
 
 WARMUP_QUERIES = 64
 TOP_SAMPLE = 100  # queries whose top-10 ids are kept to compare engines' answers
-TANTIVY_ANALYZER = "ssr_tokens"
-
-
-def tsv_rows(path: str) -> Iterator[tuple[str, str]]:
-    """(id, text) of each line of an MS MARCO TSV."""
-    with open(path, encoding="utf-8", newline="\n") as f:
-        for line in f:
-            pid, _, text = line.rstrip("\n").partition("\t")
-            yield pid, text
-
-
-def stopword_list() -> list[str]:
-    from ssr_engine.stopwords import STOPWORDS_V1
-
-    return sorted(STOPWORDS_V1)
-
-
-def our_tokens(text: str) -> list[str]:
-    from ssr_engine.signals import value_tokens
-    from ssr_engine.stopwords import STOPWORDS_V1
-
-    return value_tokens(text, STOPWORDS_V1)
-
-
-# ---------------------------------------------------------------------------- builds
-
-
-def build_bm25s(collection: str, out: Path) -> dict:
-    import bm25s
-    import numpy as np
-    from bm25s.tokenization import Tokenizer
-
-    # [a-z0-9]{2,} over lower() matches exactly the [a-z0-9]+ runs of length >= 2
-    tokenizer = Tokenizer(lower=True, splitter=r"[a-z0-9]{2,}", stopwords=stopword_list())
-    ids: list[str] = []
-
-    def texts() -> Iterator[str]:
-        for pid, text in tsv_rows(collection):
-            ids.append(pid)
-            yield text
-
-    with open(collection, "rb") as f:
-        n_lines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 24), b""))
-    corpus = tokenizer.tokenize(texts(), length=n_lines, return_as="tuple", show_progress=False)
-    retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene", backend="numba")
-    retriever.index(corpus, show_progress=False)
-    del corpus
-    out.mkdir(parents=True, exist_ok=True)
-    retriever.save(out)
-    tokenizer.save_vocab(out)
-    tokenizer.save_stopwords(out)
-    np.save(out / "doc_ids.npy", np.array(ids))
-    return {"documents": len(ids)}
-
-
-def build_pisa(collection: str, out: Path) -> dict:
-    import pandas as pd
-    import pyterrier_pisa
-
-    index = pyterrier_pisa.PisaIndex(str(out), stemmer="none", stops="none", threads=os.cpu_count() or 1)
-    n = 0
-
-    def docs() -> Iterator[dict]:
-        nonlocal n
-        for pid, text in tsv_rows(collection):
-            n += 1
-            yield {"docno": pid, "text": " ".join(our_tokens(text))}
-
-    index.index(docs())
-    # PISA compresses the postings and computes block-max data for a scorer on first use:
-    # that is part of building a BM25 index, so it is done (and timed) here.
-    index.bm25(k1=BM25_K1, b=BM25_B, num_results=10, threads=1).transform(
-        pd.DataFrame({"qid": ["warm"], "query": ["index"]}))
-    return {"documents": n}
-
-
-def tantivy_analyzer():
-    import tantivy
-
-    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(r"[A-Za-z0-9]{2,}"))
-            .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.custom_stopword(stopword_list())).build())
-
-
-def build_tantivy(collection: str, out: Path) -> dict:
-    import tantivy
-
-    sb = tantivy.SchemaBuilder()
-    sb.add_text_field("pid", stored=True, tokenizer_name="raw")
-    # frequencies without positions: all BM25 needs
-    sb.add_text_field("body", stored=False, tokenizer_name=TANTIVY_ANALYZER, index_option="freq")
-    out.mkdir(parents=True, exist_ok=True)
-    index = tantivy.Index(sb.build(), path=str(out))
-    index.register_tokenizer(TANTIVY_ANALYZER, tantivy_analyzer())
-    writer = index.writer(heap_size=1 << 30, num_threads=os.cpu_count() or 1)
-    n = 0
-    for pid, text in tsv_rows(collection):
-        writer.add_document(tantivy.Document(pid=pid, body=text))
-        n += 1
-    writer.commit()
-    writer.wait_merging_threads()
-    index.reload()
-    return {"documents": n, "segments": index.searcher().num_segments}
-
-
-BUILDERS = {"bm25s": build_bm25s, "pisa": build_pisa, "tantivy": build_tantivy}
 
 
 # ---------------------------------------------------------------------------- serving adapters
@@ -269,11 +165,15 @@ LIBRARIES = {"exhaustive": "ssr_engine.search", "bm25": "ssr_engine.bm25", "bm25
              "pisa": "pyterrier_pisa", "tantivy": "tantivy"}
 
 
-def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: list[int], latency_n: int) -> dict:
+def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: list[int], latency_n: int,
+          repeat: int = 1) -> dict:
     """The serving protocol of the module docstring for one engine; returns the measurements."""
     import importlib
+    import statistics
 
     from bench_search import rss_anon_mib, single_query_latency
+
+    from harness.measure import repeated
 
     importlib.import_module(LIBRARIES[engine])
     rss = {"baseline": rss_anon_mib()}
@@ -291,17 +191,21 @@ def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: l
     rss["after_warmup"] = rss_anon_mib()
     peak = rss["after_warmup"]
 
-    rows, sample = [], None
-    for t in threads:
-        for k in ks:
-            t0 = time.perf_counter()
-            top = eng.batch(queries, k, t)
-            s = time.perf_counter() - t0
-            peak = max(peak, rss_anon_mib())
-            rows.append({"threads": t, "k": k, "qps": len(queries) / s, "seconds": s})
-            print(f"{engine} threads={t} k={k}: {len(queries) / s:.1f} q/s", file=sys.stderr)
-            if sample is None and top is not None:
-                sample = top[:TOP_SAMPLE]
+    tops: list = []
+
+    def batch(t: int, k: int) -> None:
+        nonlocal peak
+        top = eng.batch(queries, k, t)
+        peak = max(peak, rss_anon_mib())
+        if not tops:
+            tops.append(top)
+
+    rows = []
+    for (t, k), secs in repeated([(t, k) for t in threads for k in ks], batch, repeat).items():
+        s = statistics.median(secs)
+        rows.append({"threads": t, "k": k, "qps": len(queries) / s, "seconds": s, "seconds_each": secs})
+        print(f"{engine} threads={t} k={k}: {len(queries) / s:.1f} q/s", file=sys.stderr)
+    sample = tops[0][:TOP_SAMPLE] if tops and tops[0] is not None else None
     report["throughput"] = rows
 
     report["latency"] = single_query_latency(eng.one, queries[: min(latency_n, len(queries))], ks)
@@ -316,28 +220,37 @@ def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: l
 
 
 def serve_ssr(index: str, queries_path: str, ks: list[int], threads: list[int], latency_n: int, limit: int | None,
-              work: Path) -> dict:
-    """Our `ssr` mode through bench_search.main (same protocol), reshaped to the harness's fields."""
+              work: Path, repeat: int = 1) -> dict:
+    """Our `ssr` mode through bench_search.main (same protocol), reshaped to the harness's fields. A first
+    process of WARMUP_QUERIES queries (`compile_seconds`) fills Numba's cache, so the measured one loads
+    its kernels as the peers load their libraries, without LLVM's memory in its RssAnon (884 MiB after a
+    compiling warm-up at 8.8M, 465 from the cache)."""
+    import subprocess
+
     import bench_search
 
     raw_path = work / "bench_search.json"
     argv = ["--index", index, "--queries", queries_path, "--k", *map(str, ks), "--threads", *map(str, threads),
-            "--blocks", "--latency-queries", str(latency_n), "--no-exactness", "--json", str(raw_path)]
+            "--blocks", "--no-exactness"]
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, bench_search.__file__, *argv, "--limit", str(WARMUP_QUERIES),
+                    "--latency-queries", "1"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    compile_s = time.perf_counter() - t0
+    argv += ["--latency-queries", str(latency_n), "--json", str(raw_path), "--repeat", str(repeat)]
     if limit:
         argv += ["--limit", str(limit)]
     bench_search.main(argv)
     raw = json.loads(raw_path.read_text())
-    rows = [{"threads": r["threads"], "k": r["k"], "qps": r["qps"], "seconds": r["seconds"],
-             "kernel_qps": r["kernel_qps"], "postings_per_s_per_core": r["postings_per_s_per_core"]}
-            for r in raw["throughput"]]
+    keep = ("threads", "k", "qps", "seconds", "seconds_each", "kernel_qps", "postings_per_s_per_core")
+    rows = [{key: r[key] for key in keep} for r in raw["throughput"]]
     rss = {"baseline": raw["rss_anon_mib_start"], "after_warmup": raw["rss_anon_mib_after_warmup"],
            "peak": raw["rss_anon_mib_peak_sampled"]}
     return {"engine": "ssr", "open_seconds": raw["open_seconds"], "n_queries": raw["n_queries"],
             "warmup_seconds": raw["warmup_seconds"], "throughput": rows,
             "latency": raw["latency_single_query_1_thread"], "rss_anon_mib": rss,
             "serving_rss_anon_mib": rss["peak"] - rss["baseline"], "postings_per_query": raw["postings_per_query"],
-            "empty_queries": raw["empty_queries"], "top10_sample": None,
-            "note": "measured by benchmarks/bench_search.py (warm-up also compiles the exhaustive kernel)"}
+            "empty_queries": raw["empty_queries"], "top10_sample": None, "compile_seconds": compile_s,
+            "note": "measured by benchmarks/bench_search.py after a compile pass in its own process"}
 
 
 def read_query_texts(path: str, limit: int | None) -> list[str]:
@@ -364,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--threads", type=int, nargs="+", default=[1, os.cpu_count() or 1])
     s.add_argument("--latency-queries", type=int, default=1000)
     s.add_argument("--limit", type=int, help="use only the first N queries")
+    s.add_argument("--repeat", type=int, default=1, help="time each batch this many times (rounds); the median")
     args = p.parse_args(argv)
 
     if args.cmd == "build":
@@ -378,10 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.json_out)
     if args.engine == "ssr":
         report = serve_ssr(args.index, args.queries, args.k, args.threads, args.latency_queries, args.limit,
-                           out.parent)
+                           out.parent, args.repeat)
     else:
         texts = read_query_texts(args.queries, args.limit)
-        report = serve(args.engine, args.index, texts, args.k, args.threads, args.latency_queries)
+        report = serve(args.engine, args.index, texts, args.k, args.threads, args.latency_queries, args.repeat)
     out.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 

@@ -1,4 +1,5 @@
-"""External ids out of a fixed-width id table, for `format.Index.ids_of` (no search kernel involved)."""
+"""External ids in and out of a fixed-width id table: `fixed_table` builds it (`ids.fixed_width_ids`),
+the gathers read it for `format.Index.ids_of` (no search kernel involved)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,20 @@ import numpy as np
 # single query's ten ids cost 8 ms of CPU (20 ms wall under load) where the gather itself takes
 # microseconds (benchmarks/RESULTS.md, "Search core v2": BM25's 8.00 ms single-query floor).
 PARALLEL_FROM = 1 << 16
+
+
+@nb.njit(cache=True, nogil=True)
+def fixed_table(offsets, data, width):
+    """Strings data[offsets[i]:offsets[i + 1]] (each at most `width` bytes) as rows of a zero-padded
+    uint8[len(offsets) - 1, width] table. One pass: the NumPy scatter it replaces (row and column
+    index arrays of 8 bytes per id byte) took 8 s and ~1.4 GiB of temporaries for 8.8M ids."""
+    n = offsets.shape[0] - 1
+    out = np.zeros((n, width), dtype=np.uint8)
+    for i in range(n):
+        a = offsets[i]
+        for j in range(offsets[i + 1] - a):
+            out[i, j] = data[a + j]
+    return out
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
