@@ -38,7 +38,9 @@ from urllib.parse import quote
 import httpx
 import psutil
 
-# SSR_BENCH_TREE=/path/to/checkout serves (and writes with) another checkout's code: A/B runs, one script
+# SSR_BENCH_TREE=/path/to/checkout serves (and writes with) another checkout's code: A/B runs, one script.
+# Its processes start in that checkout: `python -m`/`-c` put the working folder before PYTHONPATH, so a
+# process started in another checkout ran that one's code (last session's A/B of two trees ran one tree)
 ROOT = Path(os.environ.get("SSR_BENCH_TREE") or Path(__file__).resolve().parents[1]).resolve()
 sys.path.insert(0, str(ROOT))
 
@@ -63,7 +65,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         self.proc = subprocess.Popen([sys.executable, "-m", "ssr_engine", "agents", "serve", "--index", str(index),
-                                      "--port", str(self.port), "--token", TOKEN], env=env)
+                                      "--port", str(self.port), "--token", TOKEN], env=env, cwd=ROOT)
         deadline = time.monotonic() + 120
         while True:
             try:
@@ -298,7 +300,7 @@ def metatool(directory: Path | None, work: Path, cli_queries: int = 20) -> dict[
                 if i < cli_queries:
                     run = subprocess.run([sys.executable, "-m", "ssr_engine", "agents", "discover", "--index",
                                           str(reg_dir), "--json", "-k", "20", q.text], env=env,
-                                         capture_output=True, text=True)
+                                         capture_output=True, text=True, cwd=ROOT)
                     if run.returncode != 0:  # a finding to report, with what the process said
                         cli_failures.append({"query": q.text, "returncode": run.returncode,
                                              "stderr": run.stderr[-2000:]})
@@ -365,7 +367,7 @@ def main() -> int:
         t = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import sys\nfrom ssr_engine.agents.live import LiveRegistry\n"
                         "r = LiveRegistry(sys.argv[1])\nr.warm_up()\nr.close()", str(reg)],
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True)
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True, cwd=ROOT)
         results["cache_warm_up_s"] = round(time.perf_counter() - t, 1)
         server = Server(reg)
         try:
