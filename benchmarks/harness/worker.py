@@ -234,7 +234,7 @@ def serve_ssr(index: str, queries_path: str, ks: list[int], threads: list[int], 
             "--blocks", "--no-exactness"]
     t0 = time.perf_counter()
     subprocess.run([sys.executable, bench_search.__file__, *argv, "--limit", str(WARMUP_QUERIES),
-                    "--latency-queries", "1"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    "--latency-queries", "1"], check=True, stdout=subprocess.DEVNULL)  # its stderr: the log
     compile_s = time.perf_counter() - t0
     argv += ["--latency-queries", str(latency_n), "--json", str(raw_path), "--repeat", str(repeat)]
     if limit:
