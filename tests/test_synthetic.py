@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ssr_engine import STOPWORDS_V1, signals
-from ssr_engine.datagen.collection import BLOCK, generate, plant_run
+from ssr_engine.datagen.collection import BLOCK, generate
+from ssr_engine.datagen.queries import plant_run
 from ssr_engine.errors import InputError, SsrError
 from ssr_engine.signals import value_tokens
 

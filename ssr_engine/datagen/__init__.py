@@ -1,3 +1,3 @@
 """Data generators (layer 3): `collection` (seeded, streaming MS MARCO-shaped passages, queries and
-qrels) and `cards` (a seeded Agent Card registry with gold-labelled queries); `data_scripts/` and
-`ssr agents generate` wrap them."""
+qrels; with `model`, `stream` and `queries`) and `cards` (a seeded Agent Card registry with
+gold-labelled queries); `data_scripts/` and `ssr agents generate` wrap them."""

@@ -15,7 +15,7 @@ _S33 = np.uint64(33)
 @nb.njit(cache=True, nogil=True, inline="always")
 def xorshift_multiply(h, s1, m1, s2, m2, s3):
     """h ^= h >> s1; h *= m1; h ^= h >> s2; h *= m2; h ^= h >> s3 (uint64, modulo 2**64): the shape of
-    MurmurHash3's fmix64 and of splitmix64's output mix (`datagen.collection`); the constants make
+    MurmurHash3's fmix64 and of splitmix64's output mix (`datagen.stream`); the constants make
     each, and each set is frozen by its own contract (an index's hashes, a generated collection)."""
     h ^= h >> s1
     h *= m1
