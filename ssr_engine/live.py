@@ -71,8 +71,9 @@ class LiveIndex:
     """
 
     def __init__(self, path: str | os.PathLike[str], quiet: bool = True, workers: int | None = None,
-                 chunk_docs: int = CHUNK_DOCS):
+                 chunk_docs: int = CHUNK_DOCS, merge: bool = True):
         self.root = resolve_index(path)
+        self.merge_after_add = merge  # `add` merges segments of about the same size after its commit (`merge`)
         self.quiet = quiet
         self.workers = workers or os.cpu_count() or 1
         self.chunk_docs = chunk_docs
@@ -103,8 +104,9 @@ class LiveIndex:
         registry's card store for the added cards). `expect_generation`: write only if the index is
         still at that commit (checked under the writer lock), else raise `StaleCommit`: a caller that
         re-adds documents it read earlier (an agent registry's merges) never undoes a newer write.
-        The segment is built under the writer lock (`prepare` + `publish` build it before taking it).
-        Returns {"added", "replaced", "segment", "generation"}.
+        The segment is built under the writer lock (`prepare` + `publish` build it before taking it);
+        once it is visible, segments of about the same size are merged (`merge`; not if merge=False).
+        Returns {"added", "replaced", "segment", "generation", "seconds", "merges" (`merge`'s list)}.
         """
         source, label = _source(docs, collection)
         started = time.time()
@@ -115,9 +117,27 @@ class LiveIndex:
                 staged, manifest = build_segment(writer, snap.indexes[0].manifest, source, fmt,
                                                   skip_bad_lines, self.chunk_docs, self.workers, self.quiet,
                                                   extra_files)
-                return self._publish(writer, snap, Prepared(staged, manifest, label), upsert, None, started)
+                report = self._publish(writer, snap, Prepared(staged, manifest, label), upsert, None, started)
             finally:
                 snap.close()
+        report["merges"] = self.merge() if self.merge_after_add else []
+        return report
+
+    def merge(self) -> list[dict[str, Any]]:
+        """Merge segments of about the same size while `live_merges.merge_plan` finds some (one report each,
+        `live_merges.merge_once`); one another writer got in the way of is left for later: {"postponed": why}."""
+        from .live_merges import merge_once
+
+        done: list[dict[str, Any]] = []
+        while True:
+            try:
+                report = merge_once(self)
+            except SsrError as exc:  # StaleCommit, or another process holds the writer lock: later
+                done.append({"postponed": str(exc)})
+                return done
+            if report is None:
+                return done
+            done.append(report)
 
     @contextmanager
     def prepare(self, docs: Iterable[Any] | None = None, *, collection: str | os.PathLike[str] | None = None,
