@@ -16,7 +16,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from . import parts_tables
+from . import parts_tables, retrieval
 from .errors import SsrError
 from .extract import Extractor, pack_values
 from .kernels import levels, probe
@@ -33,17 +33,7 @@ from .parts import (
     same_settings,
 )
 from .pieces import Helpers
-from .retrieval import (
-    BM25_B,
-    BM25_K1,
-    SearchResult,
-    check_k,
-    check_method,
-    check_threads,
-    internal_doc,
-    max_threads,
-    numba_threads,
-)
+from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
 from .scoring import signal_weight
 from .search import _THREADED
 from .stopwords import StopwordList
@@ -109,7 +99,7 @@ class PartsSearcher:
         self._prepared: dict[str, Any] = {}
         self._terms: list[tuple[list[int], tuple[int, int], tuple]] | None = None
         self._local = threading.local()  # the kernels' workspace, one per calling Python thread (kept)
-        self._helpers = Helpers(max_threads() - 1, "ssr-parts")  # threaded batches' helper threads
+        self._helpers = Helpers(retrieval.max_threads() - 1, "ssr-parts")  # threaded batches' helper threads
         self._hash_keys = [(int(h["seed"]), int(h.get("bits", 64))) for h in (index_settings(p.index)["hash"]
                                                                                for p in self.parts)]
         if self.scoring == "ssr":
@@ -186,7 +176,7 @@ class PartsSearcher:
         check_k(k)
         queries = list(queries)
         if self.scoring == "ssr" and self.method in _THREADED and k is not None:
-            check_threads(threads)
+            retrieval.check_threads(threads)
             n = numba.get_num_threads() if threads is None else threads
             if n > 1 and len(queries) > _PIECE[0]:
                 return self._threaded(queries, k, n)
