@@ -299,7 +299,7 @@ class PartsSearcher:
     # ------------------------------------------------------------------------------ BM25
 
     def _bm25_round(self, queries: list[str], k: int | None) -> list[SearchResult]:
-        from .bm25 import lucene_idf
+        from .bm25 import canonical_order, lucene_idf
         from .stemming import bm25_tokens
 
         counts = [Counter(bm25_tokens(q, self.stopwords.words, self.stem)) for q in queries]
@@ -323,10 +323,11 @@ class PartsSearcher:
             q_terms: list[int] = []
             q_weights: list[float] = []
             for q, c in enumerate(counts):
-                # the part's term order (ascending term id = hash order) is a fresh build's
-                pairs = sorted((int(tid[i, col[t]]), n * idf[t]) for t, n in c.items() if live[i, col[t]] > 0)
-                q_terms += [t for t, _ in pairs]
-                q_weights += [w for _, w in pairs]
+                # the canonical order (weight, token), a fresh build's whatever this part's hash seed
+                ordered = canonical_order([(t, int(tid[i, col[t]]), n * idf[t]) for t, n in c.items()
+                                           if live[i, col[t]] > 0])
+                q_terms += [t for _, t, _ in ordered]
+                q_weights += [w for _, _, w in ordered]
                 offsets[q + 1] = len(q_terms)
             kk = None if k is None else k + p.n_deleted
             off, docs, scores, matches, _ = self._bm25[i].run_terms(

@@ -230,7 +230,7 @@ def test_a_corrupt_vocabulary_of_one_part_is_an_error_naming_it(tmp_path):
     arr[0] = arr[-1]  # unsorted: the first look-up that reads the block says so
     arr.flush()
     del arr
-    parts = [Part(open_index(p.index.path)) for p in parts]
+    parts = [Part(open_index(p.index.root)) for p in parts]  # an index opens at its root, not its segment
     with pytest.raises(IndexFormatError, match=f"{parts[2].index.path}.*vocab.npy"):
         PartsSearcher(parts, shared=True).search_batch(WORDS, 3)
 
