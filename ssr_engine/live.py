@@ -1,11 +1,10 @@
 """Live indexes: add, update and delete documents without a rebuild, ranked exactly as a rebuild would.
 
-A live index is an ordinary index directory (`generations`) whose commit point lists several segments,
-each with an optional deletion file and an id table (`live_files`). Reading one is `live_search`
-(`open_snapshot`, `LiveSearcher`, `open_search`; re-exported here, the one door of layer 3). This module
-writes: adding a segment (then merging, `live_merges`), deleting, compacting. Writers (`LiveIndex.add`,
-`delete`, `compact`, `ssr add|delete|compact`) take the index's writer lock, stage their new files, and
-publish them with one new commit point: a crash at any moment leaves the previous commit intact.
+A live index is an ordinary index directory (`generations`) whose commit point lists several segments, each
+with an optional deletion file and an id table (`live_files`). Reading one is `live_search` (`open_snapshot`,
+`LiveSearcher`, `open_search`; re-exported here, the one door of layer 3). This module writes: adding (then
+merging, `live_merges`), deleting, compacting. Writers (`LiveIndex.add`, `delete`, `compact`, `ssr add|delete|
+compact`) take the writer lock, stage their files, publish one new commit point: a crash leaves the last intact.
 """
 
 from __future__ import annotations
