@@ -1,7 +1,8 @@
 """Live indexes at scale: exactness and speed of add / delete / compact (issue 14).
 
-    exact  --collection C --queries Q --work DIR [--parts 10] [--delete 0.05] [-k 1000]
-        Build C as `parts` segments (one build, then parts - 1 `LiveIndex.add`s), deleting a fraction
+    exact  --collection C --queries Q --work DIR [--parts 10] [--delete 0.05] [-k 1000] [--no-merge]
+        Build C as `parts` segments (one build, then parts - 1 `LiveIndex.add`s; `--no-merge`: without the
+        merge policy, so `parts` segments stay), deleting a fraction
         of the live ids after each add; build the live documents fresh; compare every query's top k
         (ids, score bits, matches). Then q/s of the live index, of it compacted, and of the fresh build.
     big    --collection C --work DIR [--docs 1000] [--rounds 3] [--compact] [--live-tsv F]
@@ -94,11 +95,13 @@ def exact(args: argparse.Namespace) -> None:
     emit(step="build part 0", seconds=round(time.perf_counter() - t, 2))
     live: list[str] = ids_of(paths[0])
     deleted: set[str] = set()
-    writer = LiveIndex(index)
+    writer = LiveIndex(index, merge=not args.no_merge)
     for i, p in enumerate(paths[1:], 1):
         r = writer.add(collection=p)
         live += ids_of(p)
-        emit(step=f"add part {i}", docs=r["added"], seconds=r["seconds"])
+        emit(step=f"add part {i}", docs=r["added"], seconds=r["seconds"],
+             merges=[{k: m.get(k) for k in ("merged", "documents", "seconds", "postponed") if k in m}
+                     for m in r["merges"]])
         if args.delete:
             alive = [x for x in live if x not in deleted]
             gone = rng.sample(alive, int(args.delete * len(ids_of(p))))
@@ -225,6 +228,7 @@ def main() -> None:
     e.add_argument("-k", type=int, default=1000)
     e.add_argument("--threads", type=int, default=2)
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--no-merge", action="store_true", help="keep every added segment (no merge policy)")
     b = sub.add_parser("big")
     b.add_argument("--collection", required=True)
     b.add_argument("--work", required=True)

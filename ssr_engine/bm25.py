@@ -45,6 +45,14 @@ def lucene_idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
+def canonical_order(terms: list[tuple[str, int, float]]) -> list[tuple[str, int, float]]:
+    """A query's (token, term id, weight) in the order the kernel adds their shares: ascending weight
+    (idf * query frequency), ties by token. Term ids follow the hash seed, which differs between an
+    index and a live segment reseeded after a collision; this order does not, so every path adds a
+    document's shares alike and equal token sets give identical score bits."""
+    return sorted(terms, key=lambda e: (e[2], e[0]))
+
+
 class BM25Searcher(StoredText):
     """BM25 search over a BM25 index, a directory or an opened `Index` (memory-mapped arrays are
     read, never copied).
@@ -112,13 +120,13 @@ class BM25Searcher(StoredText):
         return tid
 
     def query_terms(self, query: str) -> tuple[np.ndarray, np.ndarray]:
-        """(term ids ascending, weights = idf * query frequency) of the query's known terms."""
+        """(term ids, weights = idf * query frequency) of the query's known terms in `canonical_order`."""
         counts = Counter(bm25_tokens(query, self.stopwords, self.stem))
-        pairs = sorted((self.term_id(t), n) for t, n in counts.items())
-        terms = np.array([t for t, _ in pairs if t >= 0], dtype=np.int64)
-        weights = np.array([n * lucene_idf(self.n_docs, self._df(t)) for t, n in pairs if t >= 0],
-                           dtype=np.float64)
-        return terms, weights
+        known = [(token, self.term_id(token), n) for token, n in counts.items()]
+        ordered = canonical_order([(token, t, n * lucene_idf(self.n_docs, self._df(t))) for token, t, n in known
+                                   if t >= 0])
+        return (np.array([t for _, t, _ in ordered], dtype=np.int64),
+                np.array([w for _, _, w in ordered], dtype=np.float64))
 
     def _flat_terms(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(offsets int64[Q + 1], terms int64, weights float64) of a batch, query after query."""
@@ -177,7 +185,7 @@ class BM25Searcher(StoredText):
 
         A share is idf * query frequency * tf / (tf + k1 (1 - b + b dl / avgdl)); ascending share,
         ties by token (the order of every method's explain). The shares add up to the score up to
-        rounding: the kernel adds them in term id order. Empty when the document does not match.
+        rounding: the kernel adds them in `canonical_order`. Empty when the document does not match.
         """
         d = internal_doc(doc, self.index.internal_id, self.index.path)
         return self.shares(query, d, self.n_docs, self.avgdl, lambda token, t: self._df(t))

@@ -1,13 +1,10 @@
 """Live indexes: add, update and delete documents without a rebuild, ranked exactly as a rebuild would.
 
-A live index is an ordinary index directory (`generations`) whose commit point lists several
-segments, each with an optional deletion file and an id table (`live_files`). Reading one is
-`live_search` (`open_snapshot`, `LiveSearcher`, `open_search`; the names are re-exported here, the
-one door of layer 3). This module writes: adding a segment, deleting, compacting.
-
-Writers (`LiveIndex.add`, `delete`, `compact`, and `ssr add|delete|compact`) take the index's writer
-lock, stage their new files, and publish them with one new commit point: a crash at any moment
-leaves the previous commit and everything it references intact.
+A live index is an ordinary index directory (`generations`) whose commit point lists several segments, each
+with an optional deletion file and an id table (`live_files`). Reading one is `live_search` (`open_snapshot`,
+`LiveSearcher`, `open_search`; re-exported here, the one door of layer 3). This module writes: adding (then
+merging, `live_merges`), deleting, compacting. Writers (`LiveIndex.add`, `delete`, `compact`, `ssr add|delete|
+compact`) take the writer lock, stage their files, publish one new commit point: a crash leaves the last intact.
 """
 
 from __future__ import annotations
@@ -38,6 +35,7 @@ from .live_files import (
     id_hashes,
     write_deletes,
 )
+from .live_merges import merge_once
 from .live_search import LiveSearcher, Snapshot, current_generation, open_bm25, open_search, open_snapshot
 from .live_segments import ScratchStaging, build_segment, compact_segment
 
@@ -71,8 +69,9 @@ class LiveIndex:
     """
 
     def __init__(self, path: str | os.PathLike[str], quiet: bool = True, workers: int | None = None,
-                 chunk_docs: int = CHUNK_DOCS):
+                 chunk_docs: int = CHUNK_DOCS, merge: bool = True):
         self.root = resolve_index(path)
+        self.merge_after_add = merge  # `add` merges segments of about the same size after its commit (`merge`)
         self.quiet = quiet
         self.workers = workers or os.cpu_count() or 1
         self.chunk_docs = chunk_docs
@@ -103,8 +102,9 @@ class LiveIndex:
         registry's card store for the added cards). `expect_generation`: write only if the index is
         still at that commit (checked under the writer lock), else raise `StaleCommit`: a caller that
         re-adds documents it read earlier (an agent registry's merges) never undoes a newer write.
-        The segment is built under the writer lock (`prepare` + `publish` build it before taking it).
-        Returns {"added", "replaced", "segment", "generation"}.
+        Built under the writer lock (`prepare` + `publish` build it before taking it); once visible, segments of
+        about the same size are merged (`merge`; not if merge=False). Returns {"added", "replaced", "segment",
+        "generation", "seconds", "merges" (`merge`'s list)}.
         """
         source, label = _source(docs, collection)
         started = time.time()
@@ -115,9 +115,22 @@ class LiveIndex:
                 staged, manifest = build_segment(writer, snap.indexes[0].manifest, source, fmt,
                                                   skip_bad_lines, self.chunk_docs, self.workers, self.quiet,
                                                   extra_files)
-                return self._publish(writer, snap, Prepared(staged, manifest, label), upsert, None, started)
+                report = self._publish(writer, snap, Prepared(staged, manifest, label), upsert, None, started)
             finally:
                 snap.close()
+        report["merges"] = self.merge() if self.merge_after_add else []
+        return report
+
+    def merge(self) -> list[dict[str, Any]]:
+        """Merge segments of about the same size while `live_merges.merge_plan` finds some (one report each,
+        `live_merges.merge_once`); one another writer got in the way of is left for later: {"postponed": why}."""
+        done: list[dict[str, Any]] = []
+        try:
+            while (report := merge_once(self)) is not None:
+                done.append(report)
+        except SsrError as exc:  # StaleCommit, or another process holds the writer lock: later
+            done.append({"postponed": str(exc)})
+        return done
 
     @contextmanager
     def prepare(self, docs: Iterable[Any] | None = None, *, collection: str | os.PathLike[str] | None = None,

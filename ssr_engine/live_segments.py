@@ -108,8 +108,8 @@ def build_segment(writer: IndexWriter | ScratchStaging, base: Manifest, source: 
 def _forward_batch(ix: Index, docs: np.ndarray, keep_tf: bool):
     """The signals of documents `docs` of a segment as a `SignalBatch`, read from its forward index."""
     from .extract import SignalBatch
+    from .kernels.compact import term_frequencies
     from .kernels.forward import gather
-    from .kernels.live import term_frequencies
 
     fi = np.asarray(ix.forward_indptr)
     starts = fi[docs]
@@ -151,7 +151,7 @@ def _live_chunks(snap: Snapshot, chunk_docs: int) -> Iterator[tuple[int, np.ndar
                 yield s, docs
 
 
-def compact_segment(writer: IndexWriter, snap: Snapshot, chunk_docs: int, workers: int,
+def compact_segment(writer: IndexWriter | ScratchStaging, snap: Snapshot, chunk_docs: int, workers: int,
                      quiet: bool) -> tuple[Path, Manifest]:
     """One staged segment of every live document of `snap`: the build's runs and merge, fed from
     the segments' forward indexes instead of text (no re-tokenising, no re-capping)."""

@@ -1,23 +1,24 @@
 """`PartsSearcher`: exact search over the parts of one collection (`parts`): global weights, every part
 through the ordinary kernels, one merge by the full key.
 
-SSR with a k runs every part in one kernel call (`kernels.live.search_parts`: method `ssr` runs `probe`
-per part, `levels` and `union` theirs, behind the running top k's bar); the scan, BM25 and k=None search
-part by part and merge with `parts.merge_results`. Live indexes (`live.LiveSearcher`), sharded indexes
-(`distributed`) and agent registries use it.
+SSR with a k runs every part in one kernel call (`kernels.live.search_parts`), a batch as pieces on Python
+threads (`pieces.Helpers`); the scan, BM25 and k=None search part by part and merge with
+`parts.merge_results`. Live indexes (`live.LiveSearcher`), shards (`distributed`) and agent registries use it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import numba
 import numpy as np
 
+from . import parts_tables, retrieval
 from .errors import SsrError
 from .extract import Extractor, pack_values
-from .hashing import hash_mask, hash_spans
 from .kernels import levels, probe
 from .kernels import ssr as kernels
 from .kernels.candidates import CorruptIndexData
@@ -31,9 +32,10 @@ from .parts import (
     part_rank,
     same_settings,
 )
+from .pieces import Helpers
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
 from .scoring import signal_weight
-from .search import lookup_terms
+from .search import _THREADED
 from .stopwords import StopwordList
 from .validate import kernel_guard
 
@@ -42,6 +44,10 @@ _ROUND_ROWS = 1 << 22
 _ROUND_MIN = 32
 _ROUND_MAX = 1024
 _ROUND_ALL = 16
+# queries per piece a thread takes (`_threaded`): at least, at most, aiming at this many pieces per thread;
+# more than `search._PIECE`: a piece's one look-up pass over every part costs less a query in a bigger
+# batch (10 segments: 118 µs a query in pieces of 64, 38 µs in pieces of 1,024)
+_PIECE = (64, 512, 4)
 
 
 class PartsSearcher:
@@ -71,7 +77,6 @@ class PartsSearcher:
                            "for bit) or merge the segments with `ssr compact`")
         check_method(self.method, ("ssr", "levels", "union", "exhaustive") if self.scoring == "ssr" else ("bm25",))
         # the inverted kernel of the method, as `search.Searcher` picks it: levels for ssr, the heap for union
-        # (ssr's probing kernel takes no bar yet: on parts, ssr is levels)
         self._inverted = levels.search_batch if self.method in ("ssr", "levels") else kernels.search_batch
         settings = index_settings(first)
         self.stopwords = StopwordList(settings["stopwords_id"], frozenset(settings["stopwords"]))
@@ -89,11 +94,14 @@ class PartsSearcher:
         self.ranks = [part_rank(p.index, self.integer) for p in self.parts]
         self.ascending = [probe.ascending(r) for r in self.ranks]  # ids in row order: probe's `monotone`
         self.live = [None if p.deleted is None else ~p.deleted for p in self.parts]
-        self._ids: tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray] | None = None  # see _id_tables
-        self._hash_keys = []
-        for p in self.parts:
-            h = index_settings(p.index)["hash"]
-            self._hash_keys.append((int(h["seed"]), int(h.get("bits", 64))))
+        # tables made once (`parts_tables`): ids and ranks; the kernel's arrays per method; the vocabularies
+        self._ids: tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray] | None = None
+        self._prepared: dict[str, Any] = {}
+        self._terms: list[tuple[list[int], tuple[int, int], tuple]] | None = None
+        self._local = threading.local()  # the kernels' workspace, one per calling Python thread (kept)
+        self._helpers = Helpers(retrieval.max_threads() - 1, "ssr-parts")  # threaded batches' helper threads
+        self._hash_keys = [(int(h["seed"]), int(h.get("bits", 64))) for h in (index_settings(p.index)["hash"]
+                                                                               for p in self.parts)]
         if self.scoring == "ssr":
             self._extractor = Extractor(self.stopwords, self.cap)
         else:
@@ -130,21 +138,15 @@ class PartsSearcher:
         batch = self._extractor.extract(*pack_values(texts))
         n_sig = batch.offsets.shape[0] - 1
         query_of = np.repeat(np.arange(len(queries), dtype=np.int64), np.diff(batch.doc_offsets))
-        hashes: dict[tuple[int, int], np.ndarray] = {}
-        df = np.zeros(n_sig, dtype=np.int64)
-        found = []
-        for i, (p, key) in enumerate(zip(self.parts, self._hash_keys, strict=True)):
-            if key not in hashes:
-                hashes[key] = hash_spans(batch.data, batch.offsets, np.uint64(key[0]), hash_mask(key[1]))
-            terms = lookup_terms(p.index, batch.data, batch.offsets, hashes[key])
-            live = np.zeros(n_sig, dtype=np.int64)
-            known = np.flatnonzero(terms >= 0)
-            live[known] = p.live_df(terms[known])
-            if self.stats is None:
-                df += live
-            else:  # every part holding a signal has the same global df for it
-                df[known] = self.stats.df(i, terms[known])
-            found.append((terms, live))
+        terms, live = parts_tables.lookup(self, batch)
+        if self.stats is None:
+            df = live.sum(axis=0)
+        else:  # every part holding a signal has the same global df for it
+            df = np.zeros(n_sig, dtype=np.int64)
+            for i in range(len(self.parts)):
+                known = np.flatnonzero(terms[i] >= 0)
+                df[known] = self.stats.df(i, terms[i, known])
+        found = list(zip(terms, live, strict=True))
         weights = np.zeros(n_sig, dtype=np.float64)
         alive = np.flatnonzero(df > 0)
         if alive.shape[0]:
@@ -173,6 +175,11 @@ class PartsSearcher:
         """Top-k of every query over all parts (k=None: every candidate), exactly as one index would answer."""
         check_k(k)
         queries = list(queries)
+        if self.scoring == "ssr" and self.method in _THREADED and k is not None:
+            retrieval.check_threads(threads)
+            n = numba.get_num_threads() if threads is None else threads
+            if n > 1 and len(queries) > _PIECE[0]:
+                return self._threaded(queries, k, n)
         out: list[SearchResult] = []
         # each round holds every part's top k of every query (one top k in `_ssr_barred`): at most _ROUND_ROWS
         rows = None if k is None else k if self._barred(k, self.method) else k * len(self.parts)
@@ -186,14 +193,37 @@ class PartsSearcher:
                     out += self._bm25_round(chunk, k)
         return out
 
+    def _threaded(self, queries: list[str], k: int, threads: int) -> list[SearchResult]:
+        """A batch as pieces of queries on `threads` Python threads (`pieces.Helpers`), each piece wholly on
+        one thread (terms, the kernels' serial GIL-free entries, ids), as `search.Searcher._threaded`."""
+        size = max(_PIECE[0], min(_PIECE[1], -(-len(queries) // (_PIECE[2] * threads))))
+        for p in self.parts:  # lazy tables, made once here rather than raced for by the threads
+            p.index._load_ids()
+        parts_tables.term_tables(self)
+        if self._barred(k, self.method):
+            parts_tables.id_tables(self)
+            parts_tables.parts_arrays(self, self.method)
+        pieces = self._helpers.map(lambda piece: self._ssr_round(piece, k, self.method, 1),
+                                   [queries[a : a + size] for a in range(0, len(queries), size)], threads)
+        return [r for piece in pieces for r in piece]
+
+    def _work(self) -> list:
+        """The calling thread's kernel workspace holder (`probe.workspace`, made by the kernels on first use)."""
+        work = getattr(self._local, "work", None)
+        if work is None:
+            work = self._local.work = [None]
+        return work
+
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
         """int64[Q]: live documents sharing a signal (BM25: a token) with each query."""
         return np.array([len(r) for r in self.search_batch(queries, None, threads)], dtype=np.int64)
 
-    def _ssr_round(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
+    def _ssr_round(self, queries: list[str], k: int | None, method: str,
+                   chunks: int | None = None) -> list[SearchResult]:
+        """One round of queries; `chunks`: the kernels' threads (None: Numba's count; 1: this thread alone)."""
         _, _, per_part, shared = self.query_terms(queries)
         if k is not None and self._barred(k, method):
-            return self._ssr_barred(len(queries), k, per_part, shared, method)
+            return self._ssr_barred(len(queries), k, per_part, shared, method, chunks)
         results = []
         for i, (p, (offsets, terms, weights, _)) in enumerate(zip(self.parts, per_part, strict=True)):
             ix = p.index
@@ -203,10 +233,11 @@ class PartsSearcher:
                     if method == "ssr" and k is not None:  # probe, with its forward rows
                         results.append(probe.search_batch(*csr, ix.forward_indptr, ix.forward, offsets, terms,
                                                           weights, k, block=self.block, live=self.live[i],
-                                                          monotone=self.ascending[i]))
+                                                          monotone=self.ascending[i], n_chunks=chunks,
+                                                          work=self._work()))
                     else:
                         results.append(self._inverted(*csr, offsets, terms, weights, k, block=self.block,
-                                                      live=self.live[i]))
+                                                      live=self.live[i], n_chunks=chunks))
                     continue
                 # the scan (the independent check) is asked for k + deleted and filtered after
                 kk = None if k is None else k + p.n_deleted
@@ -225,7 +256,7 @@ class PartsSearcher:
         """Whether a search runs all parts in one kernel call (`_ssr_barred`)."""
         return self.scoring == "ssr" and method in ("ssr", "levels", "union") and k is not None and len(self.parts) > 1
 
-    def _ssr_barred(self, nq: int, k: int, per_part, shared, method: str) -> list[SearchResult]:
+    def _ssr_barred(self, nq: int, k: int, per_part, shared, method: str, chunks: int | None) -> list[SearchResult]:
         """The parts in one kernel call (`kernels.live.search_parts`): one set of levels per query over all
         parts where `shares` says so, else part after part, largest first, each behind a bar.
 
@@ -235,17 +266,14 @@ class PartsSearcher:
         """
         from .kernels.live import search_parts
 
-        id_offsets, id_bytes, orders, rank = self._id_tables()
-        order = sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live)
-        parts = [(int(self.bases[i]), self.parts[i].n_docs, self.parts[i].index.postings_indptr,
-                  self.parts[i].index.postings_docs, self.ranks[i], self.live[i], orders[i],
-                  self.parts[i].index.forward_indptr, self.parts[i].index.forward, self.ascending[i])
-                 for i in order]
+        id_offsets, id_bytes, _, rank = parts_tables.id_tables(self)
+        order = self._order
         queries = [per_part[i][:3] for i in order]
         together = (shared[0], [shared[1][i] for i in order], shared[2], rank) if self.shares(method) else None
-        off, docs, scores, matches, bad = search_parts(parts, queries, min(k, int(self.bases[-1])), id_offsets,
-                                                       id_bytes, self.integer, self.block, method=method,
-                                                       shared=together)
+        off, docs, scores, matches, bad = search_parts(parts_tables.parts_arrays(self, method), queries,
+                                                       min(k, int(self.bases[-1])), id_offsets, id_bytes, self.integer,
+                                                       self.block, n_chunks=chunks, method=method, shared=together,
+                                                       work=self._work())
         if bad >= 0:
             with kernel_guard(self.parts[order[bad]].index):  # a segment that lies is an error naming it
                 raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "
@@ -263,40 +291,15 @@ class PartsSearcher:
         return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
                 for a, z in zip(off[:-1].tolist(), off[1:].tolist(), strict=True)]
 
-    def _id_tables(self) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray]:
-        """The collection's ids as UTF-8 (offsets int64[N + 1] by collection number, bytes), each
-        part's documents in id order, and every document's rank in the collection's id order
-        (`kernels.live.collection_rank`); made once per searcher."""
-        if self._ids is None:
-            import pyarrow as pa
-
-            from .kernels.live import collection_rank
-
-            offsets, chunks, orders, total = [np.zeros(1, dtype=np.int64)], [], [], 0
-            for i, p in enumerate(self.parts):
-                p.index._load_ids()  # ids_of loads them anyway
-                ids = p.index._id_arrow
-                ids = ids.cast(pa.large_string()) if ids.type != pa.large_string() else ids
-                off = np.frombuffer(ids.buffers()[1], dtype=np.int64)[ids.offset: ids.offset + len(ids) + 1]
-                data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[off[0]: off[-1]] if len(ids) else \
-                    np.zeros(0, dtype=np.uint8)
-                offsets.append(off[1:] - off[0] + total)
-                chunks.append(data)
-                total += data.shape[0]
-                rank = np.asarray(self.ranks[i])
-                order = np.empty(rank.shape[0], dtype=np.int64)
-                order[rank] = np.arange(rank.shape[0], dtype=np.int64)
-                orders.append(order)
-            id_offsets = np.concatenate(offsets)
-            id_bytes = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
-            self._ids = (id_offsets, id_bytes, orders,
-                         collection_rank(orders, self.bases[:-1], id_offsets, id_bytes, self.integer))
-        return self._ids
+    @property
+    def _order(self) -> list[int]:
+        """The parts, largest first (a bar tightens soonest), as `_ssr_barred` hands them to the kernel."""
+        return sorted(range(len(self.parts)), key=lambda i: -self.parts[i].n_live)
 
     # ------------------------------------------------------------------------------ BM25
 
     def _bm25_round(self, queries: list[str], k: int | None) -> list[SearchResult]:
-        from .bm25 import lucene_idf
+        from .bm25 import canonical_order, lucene_idf
         from .stemming import bm25_tokens
 
         counts = [Counter(bm25_tokens(q, self.stopwords.words, self.stem)) for q in queries]
@@ -320,10 +323,11 @@ class PartsSearcher:
             q_terms: list[int] = []
             q_weights: list[float] = []
             for q, c in enumerate(counts):
-                # the part's term order (ascending term id = hash order) is a fresh build's
-                pairs = sorted((int(tid[i, col[t]]), n * idf[t]) for t, n in c.items() if live[i, col[t]] > 0)
-                q_terms += [t for t, _ in pairs]
-                q_weights += [w for _, w in pairs]
+                # the canonical order (weight, token), a fresh build's whatever this part's hash seed
+                ordered = canonical_order([(t, int(tid[i, col[t]]), n * idf[t]) for t, n in c.items()
+                                           if live[i, col[t]] > 0])
+                q_terms += [t for _, t, _ in ordered]
+                q_weights += [w for _, _, w in ordered]
                 offsets[q + 1] = len(q_terms)
             kk = None if k is None else k + p.n_deleted
             off, docs, scores, matches, _ = self._bm25[i].run_terms(

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ssr_engine import build_index
 from ssr_engine.bm25 import BM25Searcher
-from ssr_engine.errors import SsrError
+from ssr_engine.errors import IndexFormatError, SsrError
 from ssr_engine.format import open_index
 from ssr_engine.ids import id_order, ids_are_integers
 from ssr_engine.kernels.merge import id_compare
@@ -156,7 +156,9 @@ def test_a_bar_keeps_exactly_the_documents_ranking_before_it(tmp_path):
 def make_parts(tmp: Path, parts_docs, deleted, scoring):
     parts, live = [], []
     for s, docs in enumerate(parts_docs):
-        out = build_index(write_tsv(tmp / f"c{s}.tsv", docs), tmp / f"p{s}", quiet=True, scoring=scoring)
+        # part 1 hashes with another seed (as a live segment reseeded after a collision): two look-up groups
+        out = build_index(write_tsv(tmp / f"c{s}.tsv", docs), tmp / f"p{s}", quiet=True, scoring=scoring,
+                          hash_seed=7 if s == 1 else 0)
         mask = np.array([d in deleted for d, _ in docs])
         parts.append(Part.with_deletions(open_index(out), mask))
         live += [(d, t) for d, t in docs if d not in deleted]
@@ -197,6 +199,10 @@ def test_parts_answer_as_one_fresh_build(tmp_path, scoring, kind):
         "", "nothing matches"]
     for k in (1, 2, 7, 40, None):  # k < a part's size: later parts search behind the bar of the earlier ones
         assert_identical(searcher.search_batch(queries, k), reference.search_batch(queries, k), docs=False)
+        # one thread (the kernels' parallel entries) and two (pieces of the batch on Python threads)
+        for threads in (1, 2):
+            assert_identical(searcher.search_batch(queries, k, threads=threads),
+                             reference.search_batch(queries, k), docs=False)
     if scoring == "ssr":
         for method in ("ssr", "levels"):  # part after part, behind the bars (probe, levels)
             apart = PartsSearcher(parts, method=method, shared=False)
@@ -214,6 +220,19 @@ def test_parts_answer_as_one_fresh_build(tmp_path, scoring, kind):
         hit = searcher.search(q, 1)
         if len(hit):
             assert searcher.explain(q, str(hit.ids[0])) == reference.explain(q, str(hit.ids[0]))
+
+
+def test_a_corrupt_vocabulary_of_one_part_is_an_error_naming_it(tmp_path):
+    rng = random.Random(3)
+    parts, _ = make_parts(tmp_path, [[(f"{s}-{i}", text(rng)) for i in range(30)] for s in range(3)], set(), "ssr")
+    path = parts[2].index.path / "vocab.npy"
+    arr = np.load(path, mmap_mode="r+")
+    arr[0] = arr[-1]  # unsorted: the first look-up that reads the block says so
+    arr.flush()
+    del arr
+    parts = [Part(open_index(p.index.root)) for p in parts]  # an index opens at its root, not its segment
+    with pytest.raises(IndexFormatError, match=f"{parts[2].index.path}.*vocab.npy"):
+        PartsSearcher(parts, shared=True).search_batch(WORDS, 3)
 
 
 def test_parts_of_different_settings_are_refused(tmp_path):

@@ -263,7 +263,7 @@ class LiveRegistry:
 
         with self._lock:
             if self._writer is None:
-                self._writer = LiveIndex(self.path, workers=1)
+                self._writer = LiveIndex(self.path, workers=1, merge=False)  # merges: its own Merger
             self._writer.share(self._view.snapshot)  # the view's segments are open: not again
             return self._writer
 

@@ -1,7 +1,7 @@
 """When and how a live registry merges its segments: the tiered plan, and the background merger.
 
 A registry that takes many small writes gathers many small segments, and every search pays for
-each (parts are searched one after another). `merge_plan` says which to merge; `LiveRegistry.merge_once`
+each. `merge_plan` (the live indexes' tiered plan, `live_merges`) says which to merge; `LiveRegistry.merge_once`
 does it (their live cards added again as one segment, on top of the commit they were read from).
 A `Merger` runs merges after writes: at once (a library or CLI write), or in a background thread
 once writes have paused (a server), so that a write's own commit and its visibility never wait
@@ -14,34 +14,17 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ..errors import SsrError
+from ..live_merges import MAX_SEGMENTS, MERGE_AT, merge_plan
 
-MERGE_AT = 4  # a size tier holding this many segments is merged (`merge_plan`)
-MAX_SEGMENTS = 8  # more than this: the smallest are merged now (each segment costs every search ~0.1 ms)
+__all__ = ["MAX_SEGMENTS", "MERGE_AT", "MERGE_QUIET", "Merger", "merge_plan"]
+
 MERGE_QUIET = 0.2  # seconds without a write before a background merge starts
 MERGE_NICE = 10  # the background merge thread's nice value (Linux)
-
-
-def merge_plan(live: Sequence[int], merge_at: int = MERGE_AT, max_segments: int = MAX_SEGMENTS) -> list[int]:
-    """Which segments to merge, by their live card counts (positions; [] for none).
-
-    Tiered: a segment's tier is the number of decimal digits of its live count, and the lowest tier
-    holding `merge_at` segments is merged with every smaller segment, so a card is re-added about once
-    per tier (not once per write) and a merge stays about the size of its tier. More than
-    `max_segments` segments (searches slow down with each): the smallest are merged down to the cap.
-    """
-    tier = [len(str(max(int(n), 1))) for n in live]
-    for t in sorted(set(tier)):
-        if tier.count(t) >= merge_at:
-            return [s for s in range(len(live)) if tier[s] <= t]
-    if len(live) > max_segments:
-        by_size = sorted(range(len(live)), key=lambda s: (live[s], -s))
-        return sorted(by_size[: len(live) - max_segments + 1])
-    return []
 
 
 class Merger:

@@ -1,6 +1,5 @@
-"""Numba kernels for live indexes: term frequencies of documents read back out of a segment (compaction;
-the rows themselves through `kernels.forward.gather`), and the search
-of a collection made of parts (live segments, shards) in one call (`search_parts`).
+"""Numba kernels for the search of a collection made of parts (live segments, shards) in one call
+(`search_parts`), with the collection-wide id ranks it cuts ties by (`collection_rank`).
 
 Arrays in, arrays out; every kernel accepts read-only (memory-mapped) arrays.
 """
@@ -11,42 +10,10 @@ import numba as nb
 import numpy as np
 
 from .candidates import region_offsets
-from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables
+from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables, fits
 from .merge import span_compare
 from .probe import _CANDIDATES, RULE, STATS, WIDEN, search_one, workspace
 from .ssr import _search_one
-
-
-@nb.njit(cache=True, nogil=True)
-def _term_frequencies(indptr, docs, tfs, terms, doc_of, out):
-    for i in range(terms.shape[0]):
-        t = terms[i]
-        d = doc_of[i]
-        lo = indptr[t]
-        hi = indptr[t + 1]
-        while lo < hi:  # binary search: d in the term's ascending postings
-            mid = (lo + hi) >> 1
-            if np.int64(docs[mid]) < d:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < indptr[t + 1] and np.int64(docs[lo]) == d:
-            out[i] = tfs[lo]
-        else:
-            out[i] = 0  # the forward and inverted indexes disagree: a corrupt segment
-
-
-def term_frequencies(indptr, docs, tfs, terms, doc_of):
-    """tf of each (term terms[i], document doc_of[i]) pair, read from the postings (uint32[n]).
-
-    indptr int64[V + 1], docs uint32[P] ascending per term, tfs uint32[P]. A pair missing from the
-    postings gets 0 (the caller treats that as corruption).
-    """
-    terms = np.asarray(terms, dtype=np.int64)
-    doc_of = np.asarray(doc_of, dtype=np.int64)
-    out = np.empty(terms.shape[0], dtype=np.uint32)
-    _term_frequencies(indptr, docs, tfs, terms, doc_of, out)
-    return out
 
 
 @nb.njit(cache=True, nogil=True)
@@ -165,107 +132,133 @@ def _merge_one(a_d, a_s, a_m, na, b_d, b_s, b_m, nb_, k, id_offsets, id_bytes, i
     return n
 
 
-@nb.njit(cache=True, parallel=True)
-def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs,
-                 q_termss, q_weightss, k, width, n_slices, id_offsets, id_bytes, integer, caps_off, max_terms, work,
-                 rule, g_off, g_termss, g_weights, grank, scan_order):
+@nb.njit(cache=True, nogil=True)
+def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos,
+                   q_offs, q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off, max_terms, work,
+                   rule, g_off, g_termss, g_weights, grank, scan_order, out_d, out_s, out_m, sizes, bad, dirty, bar_s,
+                   bar_m, bar_k):
+    """Queries lo..hi-1 on workspace row t (the body of `_parts_batch`'s slices and of `_parts_serial`)."""
     n_parts = starts.shape[0]
-    nq = caps_off.shape[0] - 1
-    out_d = np.empty(caps_off[nq], dtype=np.int64)
-    out_s = np.empty(caps_off[nq], dtype=np.float64)
-    out_m = np.empty(caps_off[nq], dtype=np.int32)
-    sizes = np.zeros(nq, dtype=np.int64)
-    bad = np.zeros(nq, dtype=np.int64)  # 1 + the part whose postings are corrupt
     w_mask, w_touched, w_cur, w_end, w_last, w_score, w_pop, w_level, w_lvl_score, w_lvl_pop, w_hist, w_bd, w_bl, \
         w_bk = work[:14]
-    dirty = np.zeros(w_mask.shape[0], dtype=np.bool_)
-    bar_s = np.empty(nq, dtype=np.float64)
-    bar_m = np.empty(nq, dtype=np.int32)
-    bar_k = np.empty(nq, dtype=np.int64)
-    # queries in n_slices contiguous slices taken by the threads one at a time (as `levels.run`)
-    for c in nb.prange(n_slices):
-        t = nb.get_thread_id()  # this slice's workspace row
-        # one part's results, the running top k and the merge's output (copied back into the top)
-        r_d, r_s, r_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
-        t_d, t_s, t_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
-        u_d, u_s, u_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
-        stats = np.zeros(STATS, dtype=np.int64)
-        for q in range(c * nq // n_slices, (c + 1) * nq // n_slices):
-            if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
-                break
-            a = g_off[q]
-            m = g_off[q + 1] - a
-            base = caps_off[q]
-            cap = caps_off[q + 1] - base
-            if 0 < m <= max_terms and cap > 0:
-                # one set of levels for the query across the parts: tables once, one buffer, one sort
-                buf = (w_bd[t], w_bl[t], w_bk[t])
-                nl = _tables(g_weights, a, m, w_score[t], w_pop[t], w_level[t], w_lvl_score[t], w_lvl_pop[t])
-                w_hist[t][:nl] = 0
-                bar, bar_key, cum, nbuf = nl - 1, _NO_CUT, np.int64(0), np.int64(0)
-                for s in scan_order:
-                    bar, bar_key, cum, nbuf = _scan(indptrs[s], docss[s], sizes_[s], starts[s], grank, lives[s],
-                                                    g_termss[s], a, m, width, cap, w_mask[t], w_touched[t], w_cur[t],
-                                                    w_end[t], w_last[t], w_level[t], w_hist[t], buf, bar, bar_key,
-                                                    cum, nbuf)
-                    if nbuf < 0:  # corrupt postings: this thread's masks are dirty
-                        bad[q] = s + 1
-                        dirty[t] = True
-                        break
-                if bad[q]:
-                    break
-                nt = _finish(buf, nbuf, bar, cum, cap, w_hist[t], grank, w_lvl_score[t], w_lvl_pop[t], base, out_d,
-                             out_s, out_m)
-                for i in range(nt):  # keys to collection document numbers
-                    out_d[base + i] &= 0xFFFFFFFF
-                sizes[q] = nt
-                continue
-            nt = 0
-            for s in range(n_parts):
-                qo = q_offs[s]
-                m = qo[q + 1] - qo[q]
-                if m == 0:
-                    continue
-                indptr = indptrs[s]
-                cap = np.int64(0)
-                for j in range(qo[q], qo[q + 1]):
-                    tm = q_termss[s][j]
-                    cap += indptr[tm + 1] - indptr[tm]
-                cap = min(cap, k)
-                if cap == 0:
-                    continue
-                bar_s[q] = -np.inf
-                if nt == k:  # k documents known: this part's must rank before the k-th of them
-                    bar_s[q] = t_s[k - 1]
-                    bar_m[q] = t_m[k - 1]
-                    bar_k[q] = _below(orders[s], starts[s], id_offsets, id_bytes, t_d[k - 1], integer) << 32
-                n_docs = sizes_[s]
-                if m <= max_terms:
-                    nr = search_one(q, indptr, docss[s], ranks[s], n_docs, fwd_indptrs[s], fwd_termss[s], qo,
-                                    q_weightss[s], q_termss[s], width, cap, lives[s], work, t, 0,
-                                    r_d, r_s, r_m, rule, stats, bar_s, bar_m, bar_k, monos[s])
-                else:
-                    nr = _search_one(q, indptr, docss[s], ranks[s], n_docs, qo, q_termss[s], q_weightss[s], width,
-                                     work[14][t], work[15][t], work[1][t], work[2][t], work[3][t], work[4][t], 0, cap,
-                                     r_d, r_s, r_m, lives[s], bar_s, bar_m, bar_k)
-                if nr < 0:  # corrupt postings: this thread's accumulators are dirty
+    # one part's results, the running top k and the merge's output (copied back into the top)
+    r_d, r_s, r_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
+    t_d, t_s, t_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
+    u_d, u_s, u_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
+    stats = np.zeros(STATS, dtype=np.int64)
+    for q in range(lo, hi):
+        if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
+            break
+        a = g_off[q]
+        m = g_off[q + 1] - a
+        base = caps_off[q]
+        cap = caps_off[q + 1] - base
+        if 0 < m <= max_terms and cap > 0:
+            # one set of levels for the query across the parts: tables once, one buffer, one sort
+            buf = (w_bd[t], w_bl[t], w_bk[t])
+            nl = _tables(g_weights, a, m, w_score[t], w_pop[t], w_level[t], w_lvl_score[t], w_lvl_pop[t])
+            w_hist[t][:nl] = 0
+            bar, bar_key, cum, nbuf = nl - 1, _NO_CUT, np.int64(0), np.int64(0)
+            for s in scan_order:
+                bar, bar_key, cum, nbuf = _scan(indptrs[s], docss[s], sizes_[s], starts[s], grank, lives[s],
+                                                g_termss[s], a, m, width, cap, w_mask[t], w_touched[t], w_cur[t],
+                                                w_end[t], w_last[t], w_level[t], w_hist[t], buf, bar, bar_key,
+                                                cum, nbuf)
+                if nbuf < 0:  # corrupt postings: this thread's masks are dirty
                     bad[q] = s + 1
                     dirty[t] = True
                     break
-                for i in range(nr):  # the part's keys to collection document numbers
-                    r_d[i] = starts[s] + (r_d[i] & 0xFFFFFFFF)
-                nt = _merge_one(t_d, t_s, t_m, nt, r_d, r_s, r_m, nr, k, id_offsets, id_bytes, integer,
-                                u_d, u_s, u_m)
-                t_d[:nt] = u_d[:nt]
-                t_s[:nt] = u_s[:nt]
-                t_m[:nt] = u_m[:nt]
             if bad[q]:
                 break
-            for i in range(nt):
-                out_d[base + i] = t_d[i]
-                out_s[base + i] = t_s[i]
-                out_m[base + i] = t_m[i]
+            nt = _finish(buf, nbuf, bar, cum, cap, w_hist[t], grank, w_lvl_score[t], w_lvl_pop[t], base, out_d,
+                         out_s, out_m)
+            for i in range(nt):  # keys to collection document numbers
+                out_d[base + i] &= 0xFFFFFFFF
             sizes[q] = nt
+            continue
+        nt = 0
+        for s in range(n_parts):
+            qo = q_offs[s]
+            m = qo[q + 1] - qo[q]
+            if m == 0:
+                continue
+            indptr = indptrs[s]
+            cap = np.int64(0)
+            for j in range(qo[q], qo[q + 1]):
+                tm = q_terms[j]
+                cap += indptr[tm + 1] - indptr[tm]
+            cap = min(cap, k)
+            if cap == 0:
+                continue
+            bar_s[q] = -np.inf
+            if nt == k:  # k documents known: this part's must rank before the k-th of them
+                bar_s[q] = t_s[k - 1]
+                bar_m[q] = t_m[k - 1]
+                bar_k[q] = _below(orders[s], starts[s], id_offsets, id_bytes, t_d[k - 1], integer) << 32
+            n_docs = sizes_[s]
+            if m <= max_terms:
+                nr = search_one(q, indptr, docss[s], ranks[s], n_docs, fwd_indptrs[s], fwd_termss[s], qo,
+                                q_weights, q_terms, width, cap, lives[s], work, t, 0,
+                                r_d, r_s, r_m, rule, stats, bar_s, bar_m, bar_k, monos[s])
+            else:
+                nr = _search_one(q, indptr, docss[s], ranks[s], n_docs, qo, q_terms, q_weights, width,
+                                 work[14][t], work[15][t], work[1][t], work[2][t], work[3][t], work[4][t], 0, cap,
+                                 r_d, r_s, r_m, lives[s], bar_s, bar_m, bar_k)
+            if nr < 0:  # corrupt postings: this thread's accumulators are dirty
+                bad[q] = s + 1
+                dirty[t] = True
+                break
+            for i in range(nr):  # the part's keys to collection document numbers
+                r_d[i] = starts[s] + (r_d[i] & 0xFFFFFFFF)
+            nt = _merge_one(t_d, t_s, t_m, nt, r_d, r_s, r_m, nr, k, id_offsets, id_bytes, integer,
+                            u_d, u_s, u_m)
+            t_d[:nt] = u_d[:nt]
+            t_s[:nt] = u_s[:nt]
+            t_m[:nt] = u_m[:nt]
+        if bad[q]:
+            break
+        for i in range(nt):
+            out_d[base + i] = t_d[i]
+            out_s[base + i] = t_s[i]
+            out_m[base + i] = t_m[i]
+        sizes[q] = nt
+
+
+@nb.njit(cache=True, nogil=True)
+def _outputs(caps_off, rows):
+    """Result arrays (docs, scores, matches), sizes and corrupt-part marks per query, dirty rows, bars."""
+    nq = caps_off.shape[0] - 1
+    return (np.empty(caps_off[nq], dtype=np.int64), np.empty(caps_off[nq], dtype=np.float64),
+            np.empty(caps_off[nq], dtype=np.int32), np.zeros(nq, dtype=np.int64), np.zeros(nq, dtype=np.int64),
+            np.zeros(rows, dtype=np.bool_), np.empty(nq, dtype=np.float64), np.empty(nq, dtype=np.int32),
+            np.empty(nq, dtype=np.int64))
+
+
+@nb.njit(cache=True, parallel=True)
+def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs,
+                 q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off, max_terms, work, rule, g_off,
+                 g_termss, g_weights, grank, scan_order, n_slices):
+    """Queries in n_slices contiguous slices taken by the threads one at a time (as `levels.run`)."""
+    nq = caps_off.shape[0] - 1
+    out_d, out_s, out_m, sizes, bad, dirty, bar_s, bar_m, bar_k = _outputs(caps_off, work[0].shape[0])
+    for c in nb.prange(n_slices):
+        _parts_queries(c * nq // n_slices, (c + 1) * nq // n_slices, nb.get_thread_id(), indptrs, docss, ranks,
+                       lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs, q_terms, q_weights, k,
+                       width, id_offsets, id_bytes, integer, caps_off, max_terms, work, rule, g_off, g_termss,
+                       g_weights, grank, scan_order, out_d, out_s, out_m, sizes, bad, dirty, bar_s, bar_m, bar_k)
+    return sizes, out_d, out_s, out_m, bad
+
+
+@nb.njit(cache=True, nogil=True)
+def _parts_serial(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs,
+                  q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off, max_terms, work, rule, g_off,
+                  g_termss, g_weights, grank, scan_order):
+    """Every query on the calling thread (workspace row 0), the GIL released: a Python thread's piece."""
+    out_d, out_s, out_m, sizes, bad, dirty, bar_s, bar_m, bar_k = _outputs(caps_off, 1)
+    _parts_queries(0, caps_off.shape[0] - 1, 0, indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts,
+                   sizes_, monos, q_offs, q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off,
+                   max_terms, work, rule, g_off, g_termss, g_weights, grank, scan_order, out_d, out_s, out_m, sizes,
+                   bad, dirty, bar_s, bar_m, bar_k)
     return sizes, out_d, out_s, out_m, bad
 
 
@@ -276,14 +269,46 @@ def _frozen(a, dtype):
     return a
 
 
-def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chunks=None, method="ssr", shared=None):
+def prepare_parts(parts, method="ssr", grank=None):
+    """The parts' arrays as `search_parts` reads them: made once per collection and method and passed
+    back in (typed lists cost microseconds an element to build; a small piece of a batch would pay it).
+
+    parts: as `search_parts`' tuples; grank: the collection's id ranks uint32[N] (`collection_rank`), or
+    None. Returns (typed lists of indptr, docs, rank, live, order, forward indptr and terms; starts,
+    sizes int64[P]; monotone bool[P]; the order one set of levels reads the parts in; the indptrs; method).
+    """
+    lists = [nb.typed.List() for _ in range(7)]
+    empty = np.zeros(0, dtype=np.uint8)
+    # one typed list holds one array type: offsets stay int32 when every part's are (no copy of a
+    # vocabulary-sized array per call); a mix is widened to int64
+    ip = np.int32 if all(np.asarray(p[2]).dtype == np.int32 for p in parts) else np.int64
+    fp = np.int32 if all(np.asarray(p[7]).dtype == np.int32 for p in parts) else np.int64
+    no_fwd = np.zeros(0, dtype=fp)  # levels reads every posting where a part has no forward index
+    for _, _, indptr, docs, rank, live, order, f_indptr, f_terms, _ in parts:
+        for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
+                                      f_indptr if method == "ssr" else no_fwd, f_terms),
+                              (ip, np.uint32, np.uint32, np.uint8, np.int64, fp, np.uint32), strict=True):
+            lst.append((_frozen(a[0], dt), np.int64(a[1])) if a is f_terms else _frozen(a, dt))
+    starts = np.array([p[0] for p in parts], dtype=np.int64)
+    grank = np.zeros(0, np.uint32) if grank is None else grank
+    # one set of levels reads the parts in about the collection's id order (by each part's median id): a
+    # later document tied on the bar level then mostly ranks after the cut and is dropped on its key, as
+    # in one index (the largest-first order of the bars would put the newest segments first)
+    median = [int(grank[p[0] + p[6][len(p[6]) // 2]]) if len(p[6]) and grank.shape[0] else 0 for p in parts]
+    return (lists, starts, np.array([p[1] for p in parts], dtype=np.int64),
+            np.array([bool(p[9]) for p in parts], dtype=np.bool_),
+            np.argsort(np.array(median, dtype=np.int64), kind="stable"), [p[2] for p in parts], method)
+
+
+def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chunks=None, method="ssr", shared=None,
+                 work=None):
     """Exact top k of every query over a collection's parts in one parallel call.
 
     parts: per part (first collection number, n_docs, indptr int64[V + 1], docs uint32[P], rank uint32[n]
     (ties in the collection's id order), live bool[n] or None, order int64[n] (its documents in id order),
-    forward indptr int[n + 1] and rows (words, width) (the part's forward index, `kernels.forward`;
-    method "ssr" probes it), whether
-    its ranks ascend with its document numbers (`probe.ascending`));
+    forward indptr int[n + 1] and rows (words, width) (the part's forward index, `kernels.forward`; method
+    "ssr" probes it), whether its ranks ascend with its document numbers (`probe.ascending`)), or
+    `prepare_parts`' result for them;
     searched in the given order (largest first makes the bar tighten soonest). queries: per part
     (offsets int64[Q + 1], terms int64, weights float64), each query's terms in ascending weight, weights
     the collection's. Per query, part after part, behind a bar: the k-th entry of the top k so far (its id
@@ -298,66 +323,65 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     over every part instead: masks tabled once, each part's postings read into one buffer behind one bar
     (`levels._scan`, the parts in about the collection's id order), ties cut by the collection rank, one
     final sort (`levels._finish`): no per-part tables, buffers, sorts or merges.
+    n_chunks 1 (or one query): on the calling thread, the GIL released (a Python thread's piece of a batch).
+    work: a one-element list holding a `probe.workspace` the caller keeps across calls (made or replaced
+    when missing or too small), as `probe.search_batch`'s.
     Returns (offsets int64[Q + 1], docs int64 (collection numbers), scores float64, matches int32,
     corrupt part index or -1).
     """
     if n_chunks is None:
         n_chunks = nb.get_num_threads()
+    if shared is None:  # every query part after part
+        shared = (np.zeros(len(queries[0][0]), np.int64), [np.zeros(0, np.int64)] * len(queries), np.zeros(0),
+                  np.zeros(0, np.uint32))
+    if not (isinstance(parts, tuple) and parts[-1] == method):
+        parts = prepare_parts(parts, method, shared[3])
+    lists, starts, sizes, monos, scan_order, indptrs, _ = parts
     nq = len(queries[0][0]) - 1
     caps = np.zeros(nq, dtype=np.int64)
-    for part, (offsets, terms, _) in zip(parts, queries, strict=True):
-        caps += np.diff(region_offsets(offsets, terms, part[2], k))
+    # the parts' query terms as one flat array: part s's query q is q_offs[s, q]..q_offs[s, q + 1]
+    q_offs = np.empty((len(queries), nq + 1), dtype=np.int64)
+    at = 0
+    for s, (offsets, terms, _) in enumerate(queries):
+        caps += np.diff(region_offsets(offsets, terms, indptrs[s], k))
+        q_offs[s] = offsets + at
+        at += len(terms)
     caps_off = np.zeros(nq + 1, dtype=np.int64)
     np.cumsum(np.minimum(caps, k), out=caps_off[1:])
-    lists = [nb.typed.List() for _ in range(10)]
-    empty = np.zeros(0, dtype=np.uint8)
-    # one typed list holds one array type: offsets stay int32 when every part's are (no copy of a
-    # vocabulary-sized array per call); a mix is widened to int64
-    ip = np.int32 if all(np.asarray(p[2]).dtype == np.int32 for p in parts) else np.int64
-    fp = np.int32 if all(np.asarray(p[7]).dtype == np.int32 for p in parts) else np.int64
-    no_fwd = np.zeros(0, dtype=fp)  # levels reads every posting where a part has no forward index
-    for (_, _, indptr, docs, rank, live, order, f_indptr, f_terms, _), (offsets, terms, weights) in zip(
-            parts, queries, strict=True):
-        for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
-                                      f_indptr if method == "ssr" else no_fwd, f_terms, offsets, terms, weights),
-                              (ip, np.uint32, np.uint32, np.uint8, np.int64, fp, np.uint32, np.int64, np.int64,
-                               np.float64), strict=True):
-            lst.append((_frozen(a[0], dt), np.int64(a[1])) if a is f_terms else _frozen(a, dt))
-    starts = np.array([p[0] for p in parts], dtype=np.int64)
-    sizes = np.array([p[1] for p in parts], dtype=np.int64)
-    monos = np.array([bool(p[9]) for p in parts], dtype=np.bool_)
+    q_terms = np.concatenate([np.asarray(q[1], dtype=np.int64) for q in queries])
+    q_weights = np.concatenate([np.asarray(q[2], dtype=np.float64) for q in queries])
     widest = max(1, int(sizes.max()))
     width = min(max(1, block), widest)
-    if shared is None:  # every query part after part
-        shared = (np.zeros(nq + 1, np.int64), [np.zeros(0, np.int64)] * len(parts), np.zeros(0),
-                  np.zeros(0, np.uint32))
-    g_terms = nb.typed.List()
-    for t in shared[1]:
-        g_terms.append(_frozen(t, np.int64))
-    grank = _frozen(shared[3], np.uint32)
-    # one set of levels reads the parts in about the collection's id order (by each part's median id): a
-    # later document tied on the bar level then mostly ranks after the cut and is dropped on its key, as
-    # in one index (the largest-first order of the bars would put the newest segments first)
-    median = [int(grank[p[0] + p[6][len(p[6]) // 2]]) if len(p[6]) and grank.shape[0] else 0 for p in parts]
-    scan_order = np.argsort(np.array(median, dtype=np.int64), kind="stable")
+    g_terms = np.array(shared[1], dtype=np.int64).reshape(len(queries), -1)
     longest = max(max(int(np.diff(o).max()) if len(o) > 1 else 1 for o in [shared[0]] + [q[0] for q in queries]), 64)
-    threads = int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # rows by thread id
-    work = workspace(threads, min(width * WIDEN, widest), longest, max(_BUFFER, 4 * k),
-                     min(_CANDIDATES, widest) if method == "ssr" else 1)
-    n_slices = max(1, min(nq, max(8 * n_chunks, -(-nq // _SLICE))))
-    before = nb.get_num_threads()
-    nb.set_num_threads(max(1, min(n_chunks, nq, threads)))
-    old_chunk = nb.set_parallel_chunksize(1)
-    try:
-        got, docs, scores, matches, bad = _parts_batch(*lists[:7], starts, sizes, monos, *lists[7:], np.int64(k),
-                                                       np.int64(width), np.int64(n_slices), id_offsets, id_bytes,
-                                                       bool(integer), caps_off,
-                                                       np.int64(0 if method == "union" else MAX_TERMS), work,
-                                                       np.asarray(RULE, dtype=np.float64), _frozen(shared[0], np.int64),
-                                                       g_terms, _frozen(shared[2], np.float64), grank, scan_order)
-    finally:
-        nb.set_parallel_chunksize(old_chunk)
-        nb.set_num_threads(before)
+    threads = max(1, min(n_chunks, nq, int(nb.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+    # rows by thread id: any of the pool's; one thread runs on the calling thread, on row 0
+    rows = 1 if threads == 1 else int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    wide, entries = min(width * WIDEN, widest), max(_BUFFER, 4 * k)
+    n_cand = min(_CANDIDATES, widest) if method == "ssr" else 1
+    holder = [None] if work is None else work
+    if not (fits(holder[0], rows, wide, longest, entries) and holder[0][16].shape[1] == n_cand):
+        holder[0] = workspace(max(rows, holder[0][0].shape[0] if holder[0] is not None else 1), wide, longest,
+                              entries, n_cand)
+    args = (*lists, starts, sizes, monos, q_offs, q_terms, q_weights, np.int64(k), np.int64(width), id_offsets,
+            id_bytes, bool(integer), caps_off, np.int64(0 if method == "union" else MAX_TERMS), holder[0],
+            np.asarray(RULE, dtype=np.float64), np.asarray(shared[0], dtype=np.int64), g_terms,
+            np.asarray(shared[2], dtype=np.float64), np.asarray(shared[3], dtype=np.uint32), scan_order)
+    if threads == 1:
+        got, docs, scores, matches, bad = _parts_serial(*args)
+    else:
+        before = nb.get_num_threads()
+        nb.set_num_threads(threads)
+        old_chunk = nb.set_parallel_chunksize(1)
+        try:
+            got, docs, scores, matches, bad = _parts_batch(*args, np.int64(max(1, min(nq, max(8 * n_chunks,
+                                                                                                 -(-nq // _SLICE))))))
+        finally:
+            nb.set_parallel_chunksize(old_chunk)
+            nb.set_num_threads(before)
+    if bad.any():  # an abandoned query left the zeroed rows dirty (mask, acc, cnt)
+        for a in (holder[0][0], holder[0][14], holder[0][15]):
+            a[...] = 0
     offsets = np.zeros(nq + 1, dtype=np.int64)
     np.cumsum(got, out=offsets[1:])
     keep = np.repeat(caps_off[:-1] - offsets[:-1], got) + np.arange(int(offsets[-1]), dtype=np.int64)

@@ -1,0 +1,82 @@
+"""When a live index merges its segments (`merge_plan`: tiered by size) and how (`merge_once`).
+
+Every segment costs every search a share (its vocabulary look-up, its lists' ends, its cursors), so an
+index that takes many additions keeps its segment count bounded: after an add commits (`LiveIndex.add`,
+`ssr add`), segments of about the same size are merged into one, built from their forward indexes as
+`compact` builds (`live_segments.compact_segment`), in a scratch folder without the writer lock, then
+committed by `LiveIndex.publish(replaces=...)` only if those segments are unchanged (`StaleCommit`
+otherwise: a merge never undoes a write made meanwhile). The big base segment is never merged with a
+small one: a merge stays within a size tier, so a document is merged again about once per tier.
+Agent registries plan with the same `merge_plan` and merge their own way (their segments carry card
+stores; `agents.merges`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .live import LiveIndex
+
+MERGE_AT = 4  # a size tier holding this many segments is merged (`merge_plan`)
+MAX_SEGMENTS = 8  # more than this: the smallest are merged now (each segment costs every search)
+
+
+def merge_plan(live: Sequence[int], merge_at: int = MERGE_AT, max_segments: int = MAX_SEGMENTS) -> list[int]:
+    """Which segments to merge, by their live document counts (positions; [] for none).
+
+    Tiered: a segment's tier is the number of decimal digits of its live count, and the lowest tier
+    holding `merge_at` segments is merged with every smaller segment, so a document is re-added about
+    once per tier (not once per write) and a merge stays about the size of its tier. More than
+    `max_segments` segments (searches slow down with each): the smallest are merged down to the cap.
+    """
+    tier = [len(str(max(int(n), 1))) for n in live]
+    for t in sorted(set(tier)):
+        if tier.count(t) >= merge_at:
+            return [s for s in range(len(live)) if tier[s] <= t]
+    if len(live) > max_segments:
+        by_size = sorted(range(len(live)), key=lambda s: (live[s], -s))
+        return sorted(by_size[: len(live) - max_segments + 1])
+    return []
+
+
+def merge_once(index: LiveIndex, merge_at: int = MERGE_AT, max_segments: int = MAX_SEGMENTS) -> dict[str, Any] | None:
+    """One merge of the plan of `index`'s newest commit, or None when there is nothing to merge (or its
+    segments carry extra files, which only their owner can carry: an agent registry merges itself).
+
+    Returns {"merged" (segment names), "documents", "segment", "generation", "seconds"}. Raises
+    `live.StaleCommit` when a planned segment changed meanwhile (nothing written).
+    """
+    from .generations import read_commit
+    from .live import Prepared
+    from .live_search import Snapshot, open_snapshot
+    from .live_segments import ScratchStaging, compact_segment
+    from .locks import scratch_dir
+
+    started = time.time()
+    commit = read_commit(index.root)  # the commit point alone first: most writes leave nothing to merge
+    if commit is None or len(merge_plan([ref.documents for ref in commit.segments], merge_at, max_segments)) < 2:
+        return None
+    snap = open_snapshot(index.root)
+    try:
+        plan = merge_plan([ref.documents for ref in snap.commit.segments], merge_at, max_segments)
+        if len(plan) < 2 or any(snap.indexes[s].manifest.extra_files for s in plan) or \
+                not sum(snap.commit.segments[s].documents for s in plan):
+            return None
+        if len({snap.indexes[s].manifest.doc_store is not None for s in plan}) > 1:
+            return None  # some store their texts, some not: as `compact`, not ours to mix
+        refs = [snap.commit.segments[s] for s in plan]
+        part = Snapshot(snap.root, replace(snap.commit, segments=tuple(refs)), [snap.indexes[s] for s in plan],
+                        [snap.deletions[s] for s in plan], [])
+        with scratch_dir(index.root.parent, f".{index.root.name}.build-") as folder:
+            staged, manifest = compact_segment(ScratchStaging(folder), part, index.chunk_docs, index.workers,
+                                               index.quiet)
+            report = index.publish(Prepared(staged, manifest, "merge"),
+                                   replaces={ref.name: ref.deletes_sha256 for ref in refs})
+    finally:
+        snap.close()
+    return {"merged": [ref.name for ref in refs], "documents": report["added"], "segment": report["segment"],
+            "generation": report["generation"], "seconds": round(time.time() - started, 3)}

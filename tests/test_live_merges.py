@@ -1,0 +1,98 @@
+"""The merge policy of live indexes (`live_merges`): adds keep the segment count bounded by merging
+segments of about the same size, never the big base with a small one, and rank as a fresh build."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from conftest import write_tsv
+from test_live import assert_same_as_fresh, text
+
+from ssr_engine import build_index
+from ssr_engine.cli import main as cli
+from ssr_engine.generations import read_commit
+from ssr_engine.live import LiveIndex, StaleCommit
+from ssr_engine.live_merges import merge_once
+
+
+def grown(tmp: Path, adds: int, merge: bool, seed: int = 0) -> tuple[Path, dict[str, str], list[dict]]:
+    """A 300-document index and `adds` additions of 20 documents (with a few deletions and an update)."""
+    rng = random.Random(seed)
+    live = {str(i): text(rng) for i in range(300)}
+    index = build_index(write_tsv(tmp / "c.tsv", live.items()), tmp / "idx", quiet=True)
+    writer = LiveIndex(index, merge=merge)
+    reports = []
+    for a in range(adds):
+        docs = [(str(1000 + 20 * a + i), text(rng)) for i in range(20)]
+        if a == 2:
+            docs.append(("5", text(rng)))  # an update of a base document
+        reports.append(writer.add(docs, upsert=True))
+        live.update(docs)
+        gone = rng.sample(sorted(live), 3)
+        writer.delete(gone)
+        for i in gone:
+            live.pop(i)
+    return index, live, reports
+
+
+def test_adds_merge_segments_of_about_the_same_size(tmp_path):
+    index, live, reports = grown(tmp_path, 6, merge=True)
+    base = read_commit(index).segments[0]
+    assert [len(r["merges"]) for r in reports] == [0, 0, 0, 1, 0, 0]
+    merge = reports[3]["merges"][0]
+    # the four added segments (tier of 2 digits) became one; the base (3 digits) was left alone
+    assert len(merge["merged"]) == 4 and base.name not in merge["merged"]
+    assert 72 <= merge["documents"] <= 81  # 4 x 20 added, an update, at most 9 deleted before
+    names = [ref.name for ref in read_commit(index).segments]
+    assert names[0] == base.name and len(names) == 4  # base, the merged one, two later adds
+    assert_same_as_fresh(index, live, tmp_path, "ssr", "merged")
+
+
+def test_no_merge_keeps_every_segment(tmp_path):
+    index, live, reports = grown(tmp_path, 5, merge=False)
+    assert all(r["merges"] == [] for r in reports)
+    assert len(read_commit(index).segments) == 6
+    assert_same_as_fresh(index, live, tmp_path, "ssr", "unmerged")
+    # an explicit merge later follows the same plan: the five added segments into one
+    done = LiveIndex(index).merge()
+    assert len(done) == 1 and len(done[0]["merged"]) == 5
+    assert len(read_commit(index).segments) == 2
+    assert_same_as_fresh(index, live, tmp_path, "ssr", "merged-later")
+
+
+def test_a_merge_never_undoes_a_write_made_meanwhile(tmp_path, monkeypatch):
+    index, live, _ = grown(tmp_path, 4, merge=False)
+    writer = LiveIndex(index)
+    real_publish = LiveIndex.publish
+    victims = [i for i in sorted(live, key=int) if int(i) >= 1000][:2]  # in the added segments
+
+    def publish_after_a_delete(self, prepared, **kw):
+        # a segment the merge read changes under it
+        assert LiveIndex(index, merge=False).delete([victims[0]])["deleted"] == 1
+        live.pop(victims.pop(0))
+        return real_publish(self, prepared, **kw)
+
+    monkeypatch.setattr(LiveIndex, "publish", publish_after_a_delete)
+    before = read_commit(index).generation
+    with pytest.raises(StaleCommit):
+        merge_once(writer)
+    done = writer.merge()
+    assert len(done) == 1 and "changed since it was read" in done[0]["postponed"]
+    monkeypatch.setattr(LiveIndex, "publish", real_publish)
+    assert read_commit(index).generation == before + 2  # the two deletes; no merge committed
+    assert_same_as_fresh(index, live, tmp_path, "ssr", "stale")
+    assert len(writer.merge()) == 1  # nothing in the way now
+    assert len(read_commit(index).segments) == 2
+    assert_same_as_fresh(index, live, tmp_path, "ssr", "after")
+
+
+def test_cli_add_merges_unless_told_not_to(tmp_path, capsys):
+    index, _, _ = grown(tmp_path, 3, merge=False)
+    for n, flags in enumerate((["--no-merge"], [])):
+        tsv = write_tsv(tmp_path / f"add{n}.tsv", [(f"x{n}-{i}", "alpha beta") for i in range(20)])
+        assert cli(["add", "--index", str(index), "--collection", str(tsv), "--quiet", *flags]) == 0
+    err = capsys.readouterr().err
+    assert err.count("merged ") == 1 and "into seg-" in err
+    assert len(read_commit(index).segments) == 2  # base + the five added segments merged into one
