@@ -23,14 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import SsrError
+from ..errors import IndexFormatError, SsrError
 from ..format import Index
 from ..kernels import probe
 from ..kernels.id_table import gather_ids_ucs4
 from ..kernels.merge import merge_keyed
+from ..kernels.query import signals, terms_of
+from ..kernels.shards import merge_two
 from ..parts import GlobalStats, Part, gather_ids, merge_results
 from ..parts_search import PartsSearcher
 from ..pieces import Helpers
+from ..query_terms import lookup_args, signal_args, utf8
 from ..retrieval import SearchResult, check_threads, max_threads, numba_threads
 from ..validate import kernel_guard
 from . import layout
@@ -73,6 +76,12 @@ class ShardWorker:
         stats = GlobalStats(manifest.documents, [t for _, t in opened], manifest.tokens)
         self.searcher = PartsSearcher([Part(ix) for ix in self.indexes], method, integer=manifest.integer,
                                       stats=stats, k1=k1, b=b)
+        if self.searcher.scoring == "ssr":  # `_barred`'s query preparation: each shard's kernel arguments
+            extractor = self.searcher._extractor
+            self._signal_args = [signal_args(extractor, ix) for ix in self.indexes]
+            # + the collection's df of the shard's terms and its N: the collection's weights
+            self._lookup_args = [lookup_args(ix) + (np.asarray(t).view(np.ndarray), np.int64(manifest.documents))
+                                 for ix, t in opened]
 
     def ready(self) -> int:
         return os.getpid()
@@ -106,22 +115,35 @@ class ShardWorker:
 
     def _barred(self, queries: list[str], k: int, threads: int) -> Lists:
         """Shard after shard, each behind the bar of the group's top k so far (`probe`, one shard at a
-        time over the whole batch, so each call keeps the single index's batch kernel)."""
-        s, all_ranks = self.searcher, self.ranks
-        assert all_ranks is not None
+        time over the whole batch, so each call keeps the single index's batch kernel). The queries'
+        signals are made once (`kernels.query.signals`) and looked up in each shard with the collection's
+        weights (`terms_of`); each shard's rows are merged into the running top k (`merge_two`), whose
+        k-th is the next shard's bar. Every step is a GIL-free kernel, so pieces on threads overlap."""
+        assert self.ranks is not None
         work = self._per_thread.__dict__.setdefault("work", [None])  # this thread's probe workspace
-        lists: list[Lists] = []
-        for j, (offsets, terms, weights, _) in enumerate(s.query_terms(queries)[2]):
-            ix, ranks = self.indexes[j], all_ranks[j]
+        data, q_offsets = utf8(queries)
+        sigs: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}  # per hash setting (shards share one)
+        run: Lists | None = None
+        for j, ix in enumerate(self.indexes):
+            args = self._signal_args[j]
+            key = (int(args[2]), int(args[3]))
+            if key not in sigs:
+                sigs[key] = signals(data, q_offsets, *args)
+            offsets, terms, weights, _, ok = terms_of(sigs[key], *self._lookup_args[j])
+            if not ok:  # the long way names the file and entry at fault
+                self.searcher.query_terms(queries)
+                raise IndexFormatError(f"{ix.path}: a vocabulary or term offsets check failed (corrupt index; "
+                                       "rebuild it)")
+            ranks = self.ranks[j]
             with kernel_guard(ix), numba_threads(threads, len(queries)):
                 got = probe.search_batch(ix.postings_indptr, ix.postings_docs, ranks, ix.n_docs, ix.forward_indptr,
-                                         ix.forward, offsets, terms, weights, k, block=s.block, work=work,
-                                         monotone=self.ascending[j], bar=bar_of(lists, k) if lists else None)
-            lists.append((got[0], got[1] + self.bases[j], got[2], got[3], np.asarray(ranks[got[1]], dtype=np.uint32)))
-        if len(lists) == 1:
-            return lists[0]
-        offsets, rows, cols = merge_ranked(lists, k)  # one merge: the rows kept are gathered once
-        return (offsets, *(c[rows] for c in cols))
+                                         ix.forward, offsets, terms, weights, k, block=self.searcher.block,
+                                         work=work, monotone=self.ascending[j],
+                                         bar=None if run is None else bar_of(run, k))
+            rows = (got[0], got[1] + self.bases[j], got[2], got[3], np.asarray(ranks[got[1]], dtype=np.uint32))
+            run = rows if run is None else merge_two(*run, *rows, k)
+        assert run is not None
+        return run
 
     def _parts(self, queries: list[str], k: int | None) -> tuple[np.ndarray, ...]:
         """Other methods, or shards without id ranks: the group's `PartsSearcher`, flat."""
@@ -176,17 +198,14 @@ class ShardWorker:
             ix.close()
 
 
-def bar_of(lists: Sequence[Lists], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per query the full key of the k-th of the lists merged, as the kernels' bar (score -inf: fewer
-    than k rows, no bar): a document of another shard enters the top k only by ranking strictly before it."""
-    if len(lists) == 1:
-        offsets, (_, scores, matches, ranks) = lists[0][0], lists[0][1:]
-        rows = np.arange(scores.shape[0], dtype=np.int64)
-    else:
-        offsets, rows, (_, scores, matches, ranks) = merge_ranked(lists, k)
+def bar_of(run: Lists, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per query the full key of the k-th row of a ranked top k (`run`), as the kernels' bar (score -inf:
+    fewer than k rows, no bar): a document of another shard enters the top k only by ranking strictly
+    before it."""
+    offsets, _, scores, matches, ranks = run
     nq = offsets.shape[0] - 1
     full = np.flatnonzero(np.diff(offsets) >= k)
-    kth = rows[offsets[full] + k - 1]
+    kth = offsets[full] + k - 1
     bar_s, bar_m, bar_k = np.full(nq, -np.inf), np.zeros(nq, np.int32), np.zeros(nq, np.int64)
     bar_s[full], bar_m[full] = scores[kth], matches[kth]
     bar_k[full] = ranks[kth].astype(np.int64) << 32  # ranks are distinct: strictly before it is a smaller key
