@@ -308,6 +308,26 @@ def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path) -
         assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1, threads=2), one.search_batch(queries, k))
 
 
+def test_a_group_prepares_the_queries_once_as_each_part_would(tmp_path: Path) -> None:
+    """`ShardWorker.terms` (the signals made once, each shard's look-up and the collection's weights in one
+    kernel each) gives every shard the terms and weight bits of `PartsSearcher.query_terms`, the Python
+    path, in the same order; a signal no shard holds and an empty query give no terms."""
+    path = write_tsv(tmp_path / "c.tsv", random_docs(29, 300, "mixed"))
+    build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
+    m = read_manifest(tmp_path / "s")
+    w = ShardWorker(str(tmp_path / "s"), [0, 1, 2], m.generation, "ssr", 1, BM25_K1, BM25_B)
+    queries = QUERIES + ["alpha alpha-beta \u00e9ta", "", "zzz unknown"]
+    try:
+        for (offsets, terms, weights), (want_o, want_t, want_w, _) in zip(w.terms(queries),
+                                                                          w.searcher.query_terms(queries)[2],
+                                                                          strict=True):
+            assert offsets.tolist() == want_o.tolist() and terms.tolist() == want_t.tolist()
+            assert weights.view(np.int64).tolist() == want_w.view(np.int64).tolist()
+            assert offsets[-3] == offsets[-1]  # the last two queries know nothing
+    finally:
+        w.close()
+
+
 def without_ranks(root: Path) -> None:
     """Make `root` look like a sharded index built before id ranks existed."""
     m = read_manifest(root)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SsrError
-from ..retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, max_threads
+from ..retrieval import BM25_B, BM25_K1, BatchFirst, SearchResult, check_k, check_method, internal_doc, max_threads
 from . import layout
 from .worker import CollectionIds, Lists, ShardWorker, merge_shards
 
@@ -52,7 +52,7 @@ def _methods(scoring: str) -> tuple[str, ...]:
     return ("ssr", "exhaustive") if scoring == "ssr" else ("bm25",)
 
 
-class LocalSharded:
+class LocalSharded(BatchFirst):
     """A sharded index searched in this process: every shard mapped, searched as one actor holding them
     all would (`ShardWorker`), ids read by the driver's `CollectionIds`."""
 
@@ -75,9 +75,6 @@ class LocalSharded:
     @property
     def settings(self) -> dict[str, Any]:
         return {**self._parts.settings, "shards": len(self.indexes)}
-
-    def search(self, query: str, k: int | None = 10) -> SearchResult:
-        return self.search_batch([query], k)[0]
 
     def search_batch(self, queries: Sequence[str], k: int | None = 10,
                      threads: int | None = None) -> list[SearchResult]:
@@ -127,7 +124,7 @@ def open_sharded(path: str | os.PathLike[str], method: str | None = None, ray: b
     return LocalSharded(path, method, k1, b)
 
 
-class ShardedSearcher:
+class ShardedSearcher(BatchFirst):
     """A sharded index searched through Ray: actors holding consecutive groups of shards, results
     merged in this process.
 
@@ -228,9 +225,6 @@ class ShardedSearcher:
                               f"{str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__}")
 
     # ------------------------------------------------------------------------- search
-
-    def search(self, query: str, k: int | None = 10) -> SearchResult:
-        return self.search_batch([query], k)[0]
 
     def search_batch(self, queries: Sequence[str], k: int | None = 10,
                      threads: int | None = None) -> list[SearchResult]:

@@ -34,7 +34,7 @@ from ..parts import GlobalStats, Part, gather_ids, merge_results
 from ..parts_search import PartsSearcher
 from ..pieces import Helpers
 from ..query_terms import lookup_args, signal_args, utf8
-from ..retrieval import SearchResult, check_threads, max_threads, numba_threads
+from ..retrieval import SearchResult, check_threads, max_threads, numba_threads, split_results
 from ..validate import kernel_guard
 from . import layout
 
@@ -114,17 +114,13 @@ class ShardWorker:
         offsets = np.concatenate([np.zeros(1, np.int64)] + [g[0][1:] + f for g, f in zip(got, firsts, strict=True)])
         return (offsets, *(np.concatenate([g[c] for g in got]) for c in (1, 2, 3, 4)))  # type: ignore[return-value]
 
-    def _barred(self, queries: list[str], k: int, threads: int) -> Lists:
-        """Shard after shard, each behind the bar of the group's top k so far (`probe`, one shard at a
-        time over the whole batch, so each call keeps the single index's batch kernel). The queries'
-        signals are made once (`kernels.query.signals`) and looked up in each shard with the collection's
-        weights (`terms_of`); each shard's rows are merged into the running top k (`merge_two`), whose
-        k-th is the next shard's bar. Every step is a GIL-free kernel, so pieces on threads overlap."""
-        assert self.ranks is not None
-        work = self._per_thread.__dict__.setdefault("work", [None])  # this thread's probe workspace
+    def terms(self, queries: list[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per shard the queries' terms as the kernels take them, (offsets int64[Q + 1], terms int64, weights
+        float64) in ascending weight, weighed by the collection's df: the signals made once (`kernels.query.
+        signals`, per hash setting: shards share one), looked up in each shard (`terms_of`); GIL-free."""
         data, q_offsets = utf8(queries)
-        sigs: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}  # per hash setting (shards share one)
-        run: Lists | None = None
+        sigs: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
+        out = []
         for j, ix in enumerate(self.indexes):
             args = self._signal_args[j]
             key = (int(args[2]), int(args[3]))
@@ -135,7 +131,19 @@ class ShardWorker:
                 self.searcher.query_terms(queries)
                 raise IndexFormatError(f"{ix.path}: a vocabulary or term offsets check failed (corrupt index; "
                                        "rebuild it)")
-            ranks = self.ranks[j]
+            out.append((offsets, terms, weights))
+        return out
+
+    def _barred(self, queries: list[str], k: int, threads: int) -> Lists:
+        """Shard after shard, each behind the bar of the group's top k so far (`probe`, one shard at a
+        time over the whole batch, so each call keeps the single index's batch kernel): each shard's rows
+        are merged into the running top k (`merge_two`), whose k-th is the next shard's bar. Every step
+        is a GIL-free kernel, so pieces on threads overlap."""
+        assert self.ranks is not None
+        work = self._per_thread.__dict__.setdefault("work", [None])  # this thread's probe workspace
+        run: Lists | None = None
+        for j, (offsets, terms, weights) in enumerate(self.terms(queries)):
+            ix, ranks = self.indexes[j], self.ranks[j]
             with kernel_guard(ix), numba_threads(threads, len(queries)):
                 got = probe.search_batch(ix.postings_indptr, ix.postings_docs, ranks, ix.n_docs, ix.forward_indptr,
                                          ix.forward, offsets, terms, weights, k, block=self.searcher.block,
@@ -286,6 +294,4 @@ def merge_shards(results: Sequence[Lists], nq: int, k: int | None, integer: bool
                              lambda j, rows: ids(results[j][1][rows].astype(np.int64)), nq, k, integer)
     offsets, rows, (docs, scores, matches, _) = merge_ranked(results, k)
     docs, scores, matches = docs[rows].astype(np.int64), scores[rows], matches[rows]
-    got = ids(docs)
-    return [SearchResult(got[a:z], scores[a:z], matches[a:z], docs[a:z])
-            for a, z in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+    return split_results(offsets, ids(docs), docs, scores, matches)
