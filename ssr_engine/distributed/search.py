@@ -31,7 +31,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import SsrError
-from ..retrieval import BM25_B, BM25_K1, BatchFirst, SearchResult, check_k, check_method, internal_doc, max_threads
+from ..retrieval import (
+    BM25_B,
+    BM25_K1,
+    BatchFirst,
+    SearchResult,
+    check_k,
+    check_method,
+    check_threads,
+    internal_doc,
+    max_threads,
+)
 from . import layout
 from .worker import CollectionIds, Lists, ShardWorker, merge_shards
 
@@ -82,13 +92,15 @@ class LocalSharded(BatchFirst):
         queries = list(queries)
         if self.method != "ssr" or k is None or self._worker.ranks is None:
             return self._parts.search_batch(queries, k, threads)
-        out: list[SearchResult] = []
-        step = max(_ROUND_MIN, _ROUND_ROWS // k)  # bounds the shards' lists held at once
-        for a in range(0, len(queries), step):
-            chunk = np.array(queries[a : a + step], dtype=str)
-            out += merge_shards([self._worker.search(chunk, k, threads)], len(chunk), k, self.manifest.integer,
-                                self._ids)
-        return out
+        check_threads(threads)
+        integer, ids = self.manifest.integer, self._ids
+
+        def piece(chunk: list[str]) -> list[SearchResult]:  # the group's top k, its ids, its results
+            return merge_shards([self._worker._barred(chunk, k, 1)], len(chunk), k, integer, ids)
+
+        # every step on the threads, as one index's batch: the ids and results too
+        parts = self._worker.in_pieces(piece, queries, max_threads() if threads is None else threads)
+        return [r for part in parts for r in part]
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
         return self._parts.pool_sizes(queries, threads)

@@ -20,6 +20,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from ..retrieval import SearchResult, check_threads, max_threads, numba_threads,
 from ..validate import kernel_guard
 from . import layout
 
+T = TypeVar("T")
 # per row: (offsets int64[Q + 1], docs, scores float64, matches int32, id ranks uint32 (empty: none))
 Lists = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 # queries per piece a thread takes at a time (`_pieces`): at least _PIECE[0] (each piece calls the kernels
@@ -102,14 +104,22 @@ class ShardWorker:
             ranks = np.zeros(0, np.uint32) if self.ranks is None else self._ranks_of(docs)
         return offsets, docs.astype(np.uint32), scores, matches, ranks
 
-    def _pieces(self, queries: list[str], k: int, threads: int) -> Lists:
-        """`_barred` on `threads` threads (`pieces.Helpers`), each taking pieces of the queries with one
-        Numba thread: the look-ups, bars and merges between the kernel calls run in parallel too."""
+    def in_pieces(self, fn: Callable[[list[str]], T], queries: list[str], threads: int) -> list[T]:
+        """fn(piece) for pieces of the queries on `threads` threads (`pieces.Helpers`), in order; each
+        thread with one Numba thread, so the steps between the kernel calls run in parallel too."""
         size = max(_PIECE[0], -(-len(queries) // (_PIECE[1] * threads)))
-        pieces = [queries[a : a + size] for a in range(0, len(queries), size)]
-        if len(pieces) <= 1 or threads == 1:
+
+        def one(piece: list[str]) -> T:
+            with numba_threads(1):
+                return fn(piece)
+
+        return self._helpers.map(one, [queries[a : a + size] for a in range(0, len(queries), size)], threads)
+
+    def _pieces(self, queries: list[str], k: int, threads: int) -> Lists:
+        """`_barred` in pieces (`in_pieces`), joined."""
+        if threads == 1 or len(queries) <= _PIECE[0]:
             return self._barred(queries, k, threads)
-        got = self._helpers.map(lambda piece: self._barred(piece, k, 1), pieces, threads)
+        got = self.in_pieces(lambda piece: self._barred(piece, k, 1), queries, threads)
         firsts = np.cumsum([0] + [g[1].shape[0] for g in got[:-1]])
         offsets = np.concatenate([np.zeros(1, np.int64)] + [g[0][1:] + f for g, f in zip(got, firsts, strict=True)])
         return (offsets, *(np.concatenate([g[c] for g in got]) for c in (1, 2, 3, 4)))  # type: ignore[return-value]
@@ -248,6 +258,7 @@ class CollectionIds:
         self.index_of, self.bases = index_of, np.asarray(bases, dtype=np.int64)
         self._table: np.ndarray | None = None
         self._joined = False
+        self._lock = threading.Lock()  # pieces on threads ask at once: the table is joined once
 
     def of(self, shard: int, docs: np.ndarray) -> np.ndarray:
         """The ids of shard `shard`'s documents `docs` (its own numbers)."""
@@ -262,6 +273,10 @@ class CollectionIds:
         return gather_ids(which, lambda s, where: self.of(s, docs[where] - self.bases[s]))
 
     def _join(self) -> np.ndarray | None:
+        with self._lock:
+            return self._join_once()
+
+    def _join_once(self) -> np.ndarray | None:
         if not self._joined:
             self._joined = True
             try:
