@@ -37,7 +37,7 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 from ssr_engine.eval.trec import read_queries  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from partsbench import alternating, emit, identical, latency, timed  # noqa: E402
+from partsbench import alternating, command, commands, emit, identical, latency, timed  # noqa: E402
 
 
 def build(args: argparse.Namespace) -> None:
@@ -65,14 +65,14 @@ def build(args: argparse.Namespace) -> None:
 
 def fixed_cost(single, worker, queries: list[str], k: int) -> None:
     """One thread, in this process: what one index and one actor (the first group's `ShardWorker`) spend
-    on the queries' terms (extraction, vocabulary look-ups, weights) and in all, for the whole batch.
-    Every shard pays the look-up part again."""
+    on the queries' terms (extraction once, then each shard's vocabulary look-up and the weights) and in all,
+    for the whole batch."""
     from ssr_engine.retrieval import numba_threads
 
     with numba_threads(1):
         t_terms, _, qb = timed(lambda: single.query_batch(queries), 1)
         t_kernel, _, _ = timed(lambda: single.run_kernel(qb, k, threads=1), 1)
-        s_terms, _, _ = timed(lambda: worker.searcher.query_terms(queries), 1)
+        s_terms, _, _ = timed(lambda: worker.terms(queries), 1)
         s_all, _, _ = timed(lambda: worker.search(np.array(queries, dtype=str), k), 1)
     emit(phase="fixed_cost", k=k, queries=len(queries), shards=worker.shards, single_terms_s=round(t_terms, 3),
          single_kernel_s=round(t_kernel, 3), actor0_terms_s=round(s_terms, 3), actor0_total_s=round(s_all, 3))
@@ -148,18 +148,12 @@ def search(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build")
-    b.add_argument("--collection", required=True)
-    b.add_argument("--out", required=True)
+    p, sub = commands(__doc__)
+    b = command(sub, "build", "--collection", "--out")
     b.add_argument("--shards", type=int, default=4)
     b.add_argument("--runner", default="ray", choices=("ray", "processes"))
     b.add_argument("--only", choices=("single", "sharded"))
-    s = sub.add_parser("search")
-    s.add_argument("--single", required=True)
-    s.add_argument("--sharded", required=True)
-    s.add_argument("--queries", required=True)
+    s = command(sub, "search", "--single", "--sharded", "--queries")
     s.add_argument("-k", type=int, nargs="+", default=[10, 1000])
     s.add_argument("--rounds", type=int, default=2)
     s.add_argument("--latency", type=int, default=1000, help="single queries timed one by one (0: none)")

@@ -1,7 +1,9 @@
-"""What bench_live.py and bench_distributed.py share: JSON lines, result equality, batch timings, latency."""
+"""What bench_live.py and bench_distributed.py share: the command line, JSON lines, result equality, batch
+timings, latency."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 
@@ -52,3 +54,17 @@ def latency(searcher, queries: list[str], k: int) -> dict[str, float]:
         searcher.search(q, k)
         ms.append((time.perf_counter() - t) * 1000)
     return {key: round(v, 3) for key, v in percentiles(ms, (50, 99)).items()}
+
+
+def commands(doc: str | None) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """A benchmark's parser (its docstring as the help) and its subcommands, one a step (`args.cmd`)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return p, p.add_subparsers(dest="cmd", required=True)
+
+
+def command(sub: argparse._SubParsersAction, name: str, *required: str) -> argparse.ArgumentParser:
+    """Subcommand `name` of `commands`, with the options `required` (strings) that it cannot run without."""
+    c = sub.add_parser(name)
+    for option in required:
+        c.add_argument(option, required=True)
+    return c

@@ -1,12 +1,20 @@
 """The kernels' query input: the queries' UTF-8 bytes and spans (`utf8`, what `kernels.query.prepare`
-reads) and what it gives back (`QueryBatch`: per query, known terms in ascending weight order)."""
+reads), its other arguments for one index (`signal_args`, `lookup_args`: `prepare` is `kernels.query.signals`
+then `terms_of`, which a group of shards calls once and once per shard) and what it gives back (`QueryBatch`:
+per query, known terms in ascending weight order)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from .extract import Extractor
+from .format import Index
+from .hashing import hash_mask, vocab_key_shift
+from .validate import VOCAB_BLOCK_SHIFT, checked_blocks
 
 
 @dataclass
@@ -33,3 +41,20 @@ def utf8(queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(len(raw_all) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, raw_all), dtype=np.int64, count=len(raw_all)), out=offsets[1:])
     return np.frombuffer(b"".join(raw_all), dtype=np.uint8), offsets
+
+
+def signal_args(extractor: Extractor, index: Index) -> tuple[Any, ...]:
+    """`kernels.query.signals`' arguments after the queries: stopword tables, cap, hash seed and mask."""
+    ex, h = extractor, index.settings.hash
+    return (ex.key1, ex.key2, ex.long_data, ex.long_offsets), np.int64(ex.cap), np.uint64(h.seed), hash_mask(h.bits)
+
+
+def lookup_args(index: Index) -> tuple[Any, ...]:
+    """`kernels.query.terms_of`' arguments after the signals, up to n_docs: the index's vocabulary, strings
+    and offsets, as plain ndarrays (a np.memmap costs every kernel call extra: see `Searcher._csr`)."""
+    vocab = index.vocab.view(np.ndarray)
+    return (np.uint64(vocab_key_shift(index.settings.hash.bits) if vocab.dtype == np.uint32 else 0), vocab,
+            checked_blocks(index), np.int64(VOCAB_BLOCK_SHIFT),
+            (index.signal_bytes.view(np.ndarray), index.signal_offsets.view(np.ndarray),
+             index.signal_codes.view(np.ndarray), np.int64(index.string_bits)),
+            index.postings_indptr.view(np.ndarray), np.int64(index.postings_docs.shape[0]), np.int64(index.n_docs))

@@ -79,6 +79,17 @@ def split_results(offsets: np.ndarray, ids: np.ndarray, docs: np.ndarray, scores
             for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
+class BatchFirst:
+    """For retrievers whose way in is `search_batch`: `search` is a batch of one query."""
+
+    def search(self, query: str, k: int | None = 10) -> SearchResult:
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int | None = 10,
+                     threads: int | None = None) -> list[SearchResult]:
+        raise NotImplementedError
+
+
 @runtime_checkable
 class Retriever(Protocol):
     """What every method offers. `k=None` means every candidate; `threads=None` all Numba threads."""

@@ -13,7 +13,6 @@ from typing import Any
 import numba
 import numpy as np
 
-from . import hashing
 from .errors import IndexFormatError, SsrError
 from .extract import Extractor
 from .format import Index, verify_index, verify_opened
@@ -24,7 +23,7 @@ from .kernels.candidates import region_offsets, union_sizes
 from .kernels.query import prepare
 from .kernels.terms import lookup
 from .pieces import Helpers
-from .query_terms import QueryBatch, utf8
+from .query_terms import QueryBatch, lookup_args, signal_args, utf8
 from .retrieval import (
     SearchResult,
     StoredText,
@@ -129,15 +128,8 @@ class Searcher(StoredText):
         self._work: tuple[np.ndarray, ...] | None = None
         self._work_lock = threading.Lock()
         self._extractor = Extractor(self.stopwords, self.cap)
-        ex, vocab = self._extractor, index.vocab.view(np.ndarray)
-        # kernels.query.prepare's arguments after the queries (plain ndarrays: see _csr below)
-        self._prepare_args = (
-            (ex.key1, ex.key2, ex.long_data, ex.long_offsets), np.int64(ex.cap), self.seed, self.mask,
-            np.uint64(hashing.vocab_key_shift(settings.hash.bits) if vocab.dtype == np.uint32 else 0), vocab,
-            checked_blocks(index), np.int64(VOCAB_BLOCK_SHIFT),
-            (index.signal_bytes.view(np.ndarray), index.signal_offsets.view(np.ndarray),
-             index.signal_codes.view(np.ndarray), np.int64(index.string_bits)),
-            index.postings_indptr.view(np.ndarray), np.int64(index.postings_docs.shape[0]), np.int64(index.n_docs))
+        # kernels.query.prepare's arguments after the queries
+        self._prepare_args = signal_args(self._extractor, index) + lookup_args(index)
         # the levels kernel's scratch, one per calling Python thread (kept: allocating it per call showed)
         self._local = threading.local()
         self._helpers = Helpers(max_threads() - 1, "ssr-search")  # threaded batches' helper threads

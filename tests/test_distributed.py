@@ -26,6 +26,7 @@ from ssr_engine.distributed.layout import MANIFEST, add_ranks, open_ranks, read_
 from ssr_engine.distributed.worker import CollectionIds, ShardWorker, merge_shards
 from ssr_engine.errors import InputError, SsrError
 from ssr_engine.kernels.merge import merge_keyed
+from ssr_engine.kernels.shards import merge_two
 from ssr_engine.retrieval import BM25_B, BM25_K1, open_retriever
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
@@ -307,6 +308,26 @@ def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path) -
         assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1, threads=2), one.search_batch(queries, k))
 
 
+def test_a_group_prepares_the_queries_once_as_each_part_would(tmp_path: Path) -> None:
+    """`ShardWorker.terms` (the signals made once, each shard's look-up and the collection's weights in one
+    kernel each) gives every shard the terms and weight bits of `PartsSearcher.query_terms`, the Python
+    path, in the same order; a signal no shard holds and an empty query give no terms."""
+    path = write_tsv(tmp_path / "c.tsv", random_docs(29, 300, "mixed"))
+    build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
+    m = read_manifest(tmp_path / "s")
+    w = ShardWorker(str(tmp_path / "s"), [0, 1, 2], m.generation, "ssr", 1, BM25_K1, BM25_B)
+    queries = QUERIES + ["alpha alpha-beta \u00e9ta", "", "zzz unknown"]
+    try:
+        for (offsets, terms, weights), (want_o, want_t, want_w, _) in zip(w.terms(queries),
+                                                                          w.searcher.query_terms(queries)[2],
+                                                                          strict=True):
+            assert offsets.tolist() == want_o.tolist() and terms.tolist() == want_t.tolist()
+            assert weights.view(np.int64).tolist() == want_w.view(np.int64).tolist()
+            assert offsets[-3] == offsets[-1]  # the last two queries know nothing
+    finally:
+        w.close()
+
+
 def without_ranks(root: Path) -> None:
     """Make `root` look like a sharded index built before id ranks existed."""
     m = read_manifest(root)
@@ -383,3 +404,33 @@ def test_merge_keyed_is_a_sort_by_the_full_key(data) -> None:
         mine = np.concatenate([np.arange(starts[q, s], ends[q, s]) for s in range(n_parts)]).astype(np.int64)
         want = mine[np.lexsort((ranks[mine], -matches[mine], -scores[mine]))][: k or None]
         assert rows[offsets[q] : offsets[q + 1]].tolist() == want.tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_merge_two_is_a_sort_by_the_full_key(data) -> None:
+    """A running top k and a shard's rows (few distinct scores and matches: ties decided by rank): the
+    merge keeps each query's first k of both sorted by the full key, every column carried along."""
+    nq, k = data.draw(st.integers(0, 5)), data.draw(st.integers(0, 6))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    sizes = rng.integers(0, 8, (2, nq))
+    ranks = rng.permutation(int(sizes.sum())).astype(np.uint32)
+    lists, used = [], 0
+    for side in range(2):
+        offsets = np.concatenate([[0], np.cumsum(sizes[side])]).astype(np.int64)
+        n = int(offsets[-1])
+        scores, matches = rng.integers(0, 3, n).astype(np.float64) / 2, rng.integers(1, 3, n).astype(np.int32)
+        r = ranks[used : used + n]
+        used += n
+        for q in range(nq):
+            a, z = offsets[q], offsets[q + 1]
+            order = np.lexsort((r[a:z], -matches[a:z], -scores[a:z])) + a
+            scores[a:z], matches[a:z], r[a:z] = scores[order], matches[order], r[order]
+        lists.append((offsets, r.astype(np.int64) * 7, scores, matches, r))
+    offsets, docs, scores, matches, got = merge_two(*lists[0], *lists[1], k)
+    for q in range(nq):
+        rows = [(-s[i], -m[i], r[i]) for o, _, s, m, r in lists for i in range(o[q], o[q + 1])]
+        want = sorted(rows)[: k or None]
+        a, z = offsets[q], offsets[q + 1]
+        assert list(zip((-scores[a:z]).tolist(), (-matches[a:z]).tolist(), got[a:z].tolist(), strict=True)) == want
+        assert docs[a:z].tolist() == (got[a:z].astype(np.int64) * 7).tolist()

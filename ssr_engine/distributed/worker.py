@@ -20,26 +20,32 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
-from ..errors import SsrError
+from ..errors import IndexFormatError, SsrError
 from ..format import Index
 from ..kernels import probe
 from ..kernels.id_table import gather_ids_ucs4
 from ..kernels.merge import merge_keyed
+from ..kernels.query import signals, terms_of
+from ..kernels.shards import merge_two
 from ..parts import GlobalStats, Part, gather_ids, merge_results
 from ..parts_search import PartsSearcher
 from ..pieces import Helpers
-from ..retrieval import SearchResult, check_threads, max_threads, numba_threads
+from ..query_terms import lookup_args, signal_args, utf8
+from ..retrieval import SearchResult, check_threads, max_threads, numba_threads, split_results
 from ..validate import kernel_guard
 from . import layout
 
+T = TypeVar("T")
 # per row: (offsets int64[Q + 1], docs, scores float64, matches int32, id ranks uint32 (empty: none))
 Lists = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-# queries per piece a thread takes at a time (`_pieces`): at least _PIECE[0] (each piece calls the kernel
-# once per shard), aiming at 4 pieces per thread
-_PIECE = (64, 4)
+# queries per piece a thread takes at a time (`_pieces`): at least _PIECE[0] (each piece calls the kernels
+# once per shard), aiming at _PIECE[1] pieces per thread (balance: 6,980 queries at K=1000 in process under
+# load took 0.80x the CPU time of 4 pieces a thread)
+_PIECE = (16, 16)
 
 
 class ShardWorker:
@@ -73,6 +79,12 @@ class ShardWorker:
         stats = GlobalStats(manifest.documents, [t for _, t in opened], manifest.tokens)
         self.searcher = PartsSearcher([Part(ix) for ix in self.indexes], method, integer=manifest.integer,
                                       stats=stats, k1=k1, b=b)
+        if self.searcher.scoring == "ssr":  # `_barred`'s query preparation: each shard's kernel arguments
+            extractor = self.searcher._extractor
+            self._signal_args = [signal_args(extractor, ix) for ix in self.indexes]
+            # + the collection's df of the shard's terms and its N: the collection's weights
+            self._lookup_args = [lookup_args(ix) + (np.asarray(t).view(np.ndarray), np.int64(manifest.documents))
+                                 for ix, t in opened]
 
     def ready(self) -> int:
         return os.getpid()
@@ -92,36 +104,65 @@ class ShardWorker:
             ranks = np.zeros(0, np.uint32) if self.ranks is None else self._ranks_of(docs)
         return offsets, docs.astype(np.uint32), scores, matches, ranks
 
-    def _pieces(self, queries: list[str], k: int, threads: int) -> Lists:
-        """`_barred` on `threads` threads (`pieces.Helpers`), each taking pieces of the queries with one
-        Numba thread: the look-ups, bars and merges between the kernel calls run in parallel too."""
+    def in_pieces(self, fn: Callable[[list[str]], T], queries: list[str], threads: int) -> list[T]:
+        """fn(piece) for pieces of the queries on `threads` threads (`pieces.Helpers`), in order; each
+        thread with one Numba thread, so the steps between the kernel calls run in parallel too."""
         size = max(_PIECE[0], -(-len(queries) // (_PIECE[1] * threads)))
-        pieces = [queries[a : a + size] for a in range(0, len(queries), size)]
-        if len(pieces) <= 1 or threads == 1:
+
+        def one(piece: list[str]) -> T:
+            with numba_threads(1):
+                return fn(piece)
+
+        return self._helpers.map(one, [queries[a : a + size] for a in range(0, len(queries), size)], threads)
+
+    def _pieces(self, queries: list[str], k: int, threads: int) -> Lists:
+        """`_barred` in pieces (`in_pieces`), joined."""
+        if threads == 1 or len(queries) <= _PIECE[0]:
             return self._barred(queries, k, threads)
-        got = self._helpers.map(lambda piece: self._barred(piece, k, 1), pieces, threads)
+        got = self.in_pieces(lambda piece: self._barred(piece, k, 1), queries, threads)
         firsts = np.cumsum([0] + [g[1].shape[0] for g in got[:-1]])
         offsets = np.concatenate([np.zeros(1, np.int64)] + [g[0][1:] + f for g, f in zip(got, firsts, strict=True)])
         return (offsets, *(np.concatenate([g[c] for g in got]) for c in (1, 2, 3, 4)))  # type: ignore[return-value]
 
+    def terms(self, queries: list[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per shard the queries' terms as the kernels take them, (offsets int64[Q + 1], terms int64, weights
+        float64) in ascending weight, weighed by the collection's df: the signals made once (`kernels.query.
+        signals`, per hash setting: shards share one), looked up in each shard (`terms_of`); GIL-free."""
+        data, q_offsets = utf8(queries)
+        sigs: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
+        out = []
+        for j, ix in enumerate(self.indexes):
+            args = self._signal_args[j]
+            key = (int(args[2]), int(args[3]))
+            if key not in sigs:
+                sigs[key] = signals(data, q_offsets, *args)
+            offsets, terms, weights, _, ok = terms_of(sigs[key], *self._lookup_args[j])
+            if not ok:  # the long way names the file and entry at fault
+                self.searcher.query_terms(queries)
+                raise IndexFormatError(f"{ix.path}: a vocabulary or term offsets check failed (corrupt index; "
+                                       "rebuild it)")
+            out.append((offsets, terms, weights))
+        return out
+
     def _barred(self, queries: list[str], k: int, threads: int) -> Lists:
         """Shard after shard, each behind the bar of the group's top k so far (`probe`, one shard at a
-        time over the whole batch, so each call keeps the single index's batch kernel)."""
-        s, all_ranks = self.searcher, self.ranks
-        assert all_ranks is not None
+        time over the whole batch, so each call keeps the single index's batch kernel): each shard's rows
+        are merged into the running top k (`merge_two`), whose k-th is the next shard's bar. Every step
+        is a GIL-free kernel, so pieces on threads overlap."""
+        assert self.ranks is not None
         work = self._per_thread.__dict__.setdefault("work", [None])  # this thread's probe workspace
-        lists: list[Lists] = []
-        for j, (offsets, terms, weights, _) in enumerate(s.query_terms(queries)[2]):
-            ix, ranks = self.indexes[j], all_ranks[j]
+        run: Lists | None = None
+        for j, (offsets, terms, weights) in enumerate(self.terms(queries)):
+            ix, ranks = self.indexes[j], self.ranks[j]
             with kernel_guard(ix), numba_threads(threads, len(queries)):
                 got = probe.search_batch(ix.postings_indptr, ix.postings_docs, ranks, ix.n_docs, ix.forward_indptr,
-                                         ix.forward, offsets, terms, weights, k, block=s.block, work=work,
-                                         monotone=self.ascending[j], bar=bar_of(lists, k) if lists else None)
-            lists.append((got[0], got[1] + self.bases[j], got[2], got[3], np.asarray(ranks[got[1]], dtype=np.uint32)))
-        if len(lists) == 1:
-            return lists[0]
-        offsets, rows, cols = merge_ranked(lists, k)  # one merge: the rows kept are gathered once
-        return (offsets, *(c[rows] for c in cols))
+                                         ix.forward, offsets, terms, weights, k, block=self.searcher.block,
+                                         work=work, monotone=self.ascending[j],
+                                         bar=None if run is None else bar_of(run, k))
+            rows = (got[0], got[1] + self.bases[j], got[2], got[3], np.asarray(ranks[got[1]], dtype=np.uint32))
+            run = rows if run is None else merge_two(*run, *rows, k)
+        assert run is not None
+        return run
 
     def _parts(self, queries: list[str], k: int | None) -> tuple[np.ndarray, ...]:
         """Other methods, or shards without id ranks: the group's `PartsSearcher`, flat."""
@@ -176,17 +217,14 @@ class ShardWorker:
             ix.close()
 
 
-def bar_of(lists: Sequence[Lists], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per query the full key of the k-th of the lists merged, as the kernels' bar (score -inf: fewer
-    than k rows, no bar): a document of another shard enters the top k only by ranking strictly before it."""
-    if len(lists) == 1:
-        offsets, (_, scores, matches, ranks) = lists[0][0], lists[0][1:]
-        rows = np.arange(scores.shape[0], dtype=np.int64)
-    else:
-        offsets, rows, (_, scores, matches, ranks) = merge_ranked(lists, k)
+def bar_of(run: Lists, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per query the full key of the k-th row of a ranked top k (`run`), as the kernels' bar (score -inf:
+    fewer than k rows, no bar): a document of another shard enters the top k only by ranking strictly
+    before it."""
+    offsets, _, scores, matches, ranks = run
     nq = offsets.shape[0] - 1
     full = np.flatnonzero(np.diff(offsets) >= k)
-    kth = rows[offsets[full] + k - 1]
+    kth = offsets[full] + k - 1
     bar_s, bar_m, bar_k = np.full(nq, -np.inf), np.zeros(nq, np.int32), np.zeros(nq, np.int64)
     bar_s[full], bar_m[full] = scores[kth], matches[kth]
     bar_k[full] = ranks[kth].astype(np.int64) << 32  # ranks are distinct: strictly before it is a smaller key
@@ -220,6 +258,7 @@ class CollectionIds:
         self.index_of, self.bases = index_of, np.asarray(bases, dtype=np.int64)
         self._table: np.ndarray | None = None
         self._joined = False
+        self._lock = threading.Lock()  # pieces on threads ask at once: the table is joined once
 
     def of(self, shard: int, docs: np.ndarray) -> np.ndarray:
         """The ids of shard `shard`'s documents `docs` (its own numbers)."""
@@ -234,6 +273,10 @@ class CollectionIds:
         return gather_ids(which, lambda s, where: self.of(s, docs[where] - self.bases[s]))
 
     def _join(self) -> np.ndarray | None:
+        with self._lock:
+            return self._join_once()
+
+    def _join_once(self) -> np.ndarray | None:
         if not self._joined:
             self._joined = True
             try:
@@ -266,6 +309,4 @@ def merge_shards(results: Sequence[Lists], nq: int, k: int | None, integer: bool
                              lambda j, rows: ids(results[j][1][rows].astype(np.int64)), nq, k, integer)
     offsets, rows, (docs, scores, matches, _) = merge_ranked(results, k)
     docs, scores, matches = docs[rows].astype(np.int64), scores[rows], matches[rows]
-    got = ids(docs)
-    return [SearchResult(got[a:z], scores[a:z], matches[a:z], docs[a:z])
-            for a, z in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+    return split_results(offsets, ids(docs), docs, scores, matches)

@@ -6,7 +6,8 @@ a single query, most of it fixed cost per call). The steps are the library's own
 `text.extract_signals` (DESIGN.md section 1), `fnv.fnv1a64` (the signal hash), `terms.lookup`
 (keys and exact string checks); the weight is `scoring.signal_weight`'s formula (the same libm
 `log` as `math.log`, checked bit for bit by a test) and each query's terms are stably sorted by ascending weight,
-the canonical summation order.
+the canonical summation order. `prepare` is `signals` then `terms_of`; a group of shards (`distributed`)
+makes the signals once and looks them up in each shard, weighed by the collection's df.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .terms import lookup
 from .text import extract_signals
 
 _INSERTION = 32  # queries of at most this many known terms are sorted by insertion (stable, no allocation)
+_NO_TABLE = np.zeros(0, dtype=np.int64)  # `terms_of` without a global df table
 
 
 @nb.njit(cache=True, nogil=True)
@@ -56,16 +58,45 @@ def prepare(data, q_offsets, stop, cap, seed, mask, key_shift, vocab, checked, s
     Returns (offsets int64[Q + 1], terms int64, weights float64, df int64, ok): ok False when a vocabulary
     or offsets check failed (`search.lookup_terms` then names the defect).
     """
+    sig = signals(data, q_offsets, stop, cap, seed, mask)
+    return terms_of(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings, n_docs, _NO_TABLE, n_docs)
+
+
+@nb.njit(cache=True, nogil=True)
+def signals(data, q_offsets, stop, cap, seed, mask):
+    """The queries' signals and their hashes, once for any number of indexes (a sharded index's group).
+
+    Arguments as `prepare`'s. Returns (sig_of int64[Q + 1]: query q's signals are sig_of[q]:sig_of[q + 1],
+    sdata uint8 and soffsets int64[n + 1]: signal i's bytes, hashes uint64[n]: (fnv1a64 & mask)).
+    """
     nq = q_offsets.shape[0] - 1
     doc_values = np.arange(nq + 1, dtype=np.int64)
     sig_of, sdata, soffsets, _, _, _ = extract_signals(data, q_offsets[:-1], q_offsets[1:], doc_values, stop[0],
                                                        stop[1], stop[2], stop[3], cap, True)
     n = soffsets.shape[0] - 1
+    hashes = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        hashes[i] = fnv1a64(sdata, soffsets[i], soffsets[i + 1], seed) & mask
+    return sig_of, sdata, soffsets, hashes
+
+
+@nb.njit(cache=True, nogil=True)
+def terms_of(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings, n_docs, table, n_weights):
+    """`prepare` after the signals (`signals`' tuple `sig`): the look-up in one index and the weights.
+
+    table int64: the global df of each of the index's term ids (a shard's slice of the weight table),
+    weighed with N = n_weights; empty: the index's own df and N = n_docs. The other arguments as
+    `prepare`'s. Returns `prepare`'s tuple; df is the index's own.
+    """
+    sig_of, sdata, soffsets, hashes = sig
+    nq = sig_of.shape[0] - 1
+    n = hashes.shape[0]
     keys = np.empty(n, dtype=vocab.dtype)
     for i in range(n):
-        keys[i] = (fnv1a64(sdata, soffsets[i], soffsets[i + 1], seed) & mask) >> key_shift  # key_shift: uint64
+        keys[i] = hashes[i] >> key_shift  # key_shift: uint64
     found, found_df, ok = lookup(keys, sdata, soffsets, vocab, checked, shift, vocab.itemsize == 8, strings[0],
                                  strings[1], strings[2], strings[3], indptr, n_postings, n_docs)
+    glob = table.shape[0] > 0
     offsets = np.zeros(nq + 1, dtype=np.int64)
     terms = np.empty(n, dtype=np.int64)
     weights = np.empty(n, dtype=np.float64)
@@ -74,8 +105,10 @@ def prepare(data, q_offsets, stop, cap, seed, mask, key_shift, vocab, checked, s
     for q in range(nq):
         start = m
         for i in range(sig_of[q], sig_of[q + 1]):
-            if found[i] >= 0:
-                terms[m], df[m], weights[m] = found[i], found_df[i], weight(n_docs, found_df[i])
+            t = found[i]
+            if t >= 0:
+                terms[m], df[m] = t, found_df[i]
+                weights[m] = weight(n_weights, table[t] if glob else found_df[i])
                 m += 1
         _by_weight(terms, weights, df, start, m)
         offsets[q + 1] = m
