@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from . import hashing  # vocab_key_shift read through the module: one key rule for build and query (tests narrow it)
 from .extract import Extractor
 from .format import Index
-from .hashing import hash_mask, vocab_key_shift
+from .hashing import hash_mask
 from .validate import VOCAB_BLOCK_SHIFT, checked_blocks
 
 
@@ -53,7 +54,7 @@ def lookup_args(index: Index) -> tuple[Any, ...]:
     """`kernels.query.terms_of`' arguments after the signals, up to n_docs: the index's vocabulary, strings
     and offsets, as plain ndarrays (a np.memmap costs every kernel call extra: see `Searcher._csr`)."""
     vocab = index.vocab.view(np.ndarray)
-    return (np.uint64(vocab_key_shift(index.settings.hash.bits) if vocab.dtype == np.uint32 else 0), vocab,
+    return (np.uint64(hashing.vocab_key_shift(index.settings.hash.bits) if vocab.dtype == np.uint32 else 0), vocab,
             checked_blocks(index), np.int64(VOCAB_BLOCK_SHIFT),
             (index.signal_bytes.view(np.ndarray), index.signal_offsets.view(np.ndarray),
              index.signal_codes.view(np.ndarray), np.int64(index.string_bits)),
