@@ -19,6 +19,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .packed import PLAIN, at
 from .prune import _contains
 from .topk import doc_key, ranks_after
 
@@ -48,7 +49,7 @@ def rare_docs(a, h, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live,
         t = q_terms[a + j]
         prev = -1
         for p in range(indptr[t], indptr[t + 1]):
-            d = np.int64(docs[p])
+            d = at(docs, p)
             if d <= prev or d >= n_docs:
                 return -2, cd[:0], cs[:0], cm[:0], ck[:0]
             prev = d
@@ -87,7 +88,7 @@ def merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, b
     j = 0
     n = 0
     while n < cap:
-        while i < nh and _contains(cd, 0, cd.shape[0], hk[i] & _DOC):
+        while i < nh and _contains((cd, PLAIN), 0, cd.shape[0], hk[i] & _DOC):
             i += 1
         take_c = j < order.shape[0]
         if take_c:

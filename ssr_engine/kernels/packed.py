@@ -3,7 +3,12 @@
 Value i occupies bits [i * width, (i + 1) * width) of the word array, so it may straddle two
 words; the array carries one spare word at its end so that a read never goes past it. Used for
 the signal string codes (`kernels.strings`). `get32`/`pack32`: the same layout in uint32 words for
-widths 1..32 (the forward rows, `kernels.forward`), read as one 64-bit pair of adjacent words.
+widths 1..32, read as one 64-bit pair of adjacent words.
+
+A column is how the kernels take a uint32 array that may be packed: `col = (words, width)`, width
+1..32 packed by `pack32`, or `PLAIN` (0) the values as they are (any integer array). `at`,
+`contains` and `gather` are its only readers: the forward rows (`kernels.forward`) and the
+postings (`Index.postings`) are columns.
 """
 
 from __future__ import annotations
@@ -16,6 +21,12 @@ _SIX = np.uint64(6)
 _LOW6 = np.uint64(63)
 _W64 = np.uint64(64)
 _W32 = np.uint64(32)
+PLAIN = 0  # a column's width when its words are the values themselves
+
+
+def width_for(n: int) -> int:
+    """Bits of one packed value of a column whose values are 0..n-1."""
+    return max(1, int(n - 1).bit_length())
 
 
 def n_words(n: int, width: int) -> int:
@@ -85,4 +96,46 @@ def pack32(values, width, spare=True):
         if off + w > _W64:
             words[at + 1] |= v >> (_W64 - off)
     out = words.view(np.uint32)[: full + 1 if spare else full].copy()
+    return out
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def at(col, p):
+    """Value p (int64) of the column col = (words, width)."""
+    words, width = col
+    if width == PLAIN:
+        return np.int64(words[p])
+    return get32(words, width, p)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def contains(col, lo, hi, v):
+    """Whether positions lo..hi-1 of col (ascending values) hold v: binary search."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        x = at(col, mid)
+        if x < v:
+            lo = mid + 1
+        elif x > v:
+            hi = mid
+        else:
+            return True
+    return False
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather(col, starts, lengths, out):
+    o = 0
+    for i in range(starts.shape[0]):
+        for p in range(starts[i], starts[i] + lengths[i]):
+            out[o] = at(col, p)
+            o += 1
+
+
+def gather(col, starts, lengths) -> np.ndarray:
+    """int64: the values at positions starts[i]..starts[i] + lengths[i] - 1 of col, one range after another."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = np.empty(int(lengths.sum()), dtype=np.int64)
+    _gather(col, starts, lengths, out)
     return out
