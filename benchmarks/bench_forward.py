@@ -52,21 +52,22 @@ def main(argv: list[str] | None = None) -> None:
     numba.set_num_threads(1)
     s = Searcher(args.index)
     ix = s.index
-    plain = ix.forward if args.column == "forward" else ix.postings
-    if plain[1] != PLAIN:
+    plain = ix.forward if args.column == "forward" else ix.postings  # the postings: the bare array when plain
+    words = plain[0] if isinstance(plain, tuple) else plain
+    if isinstance(plain, tuple) and plain[1] != PLAIN or args.column == "postings" and isinstance(plain, tuple):
         raise SystemExit(f"{args.index}: {args.column} already packed (format {ix.manifest.format_version})")
     width = width_for(ix.n_terms if args.column == "forward" else ix.n_docs)
     t = time.perf_counter()
-    packed = (pack32(plain[0], width), width)
+    packed = (pack32(words, width), width)
     pack_s = time.perf_counter() - t
     qb = s.query_batch(texts)
     nq = len(texts)
     batch = (qb.offsets, qb.terms, qb.weights)
     mono = probe.ascending(ix.doc_rank)
-    sizes = {"column": args.column, "plain_MiB": round(plain[0].nbytes / 2**20, 1),
+    sizes = {"column": args.column, "plain_MiB": round(words.nbytes / 2**20, 1),
              "packed_MiB": round(packed[0].nbytes / 2**20, 1), "width": width, "pack_seconds": round(pack_s, 2)}
 
-    def run(method: str, col: tuple[np.ndarray, int], k: int):
+    def run(method: str, col: np.ndarray | tuple[np.ndarray, int], k: int):
         docs = col if args.column == "postings" else ix.postings
         fwd = col if args.column == "forward" else ix.forward
         if method == "levels":

@@ -171,9 +171,11 @@ class Index(TermTable):
         return self.forward_terms.view(np.ndarray), self.forward_width
 
     @property
-    def postings(self) -> tuple[np.ndarray, int]:
-        """The postings' doc ids as the kernels take them (a `kernels.packed` column): (words, width)."""
-        return self.postings_docs.view(np.ndarray), self.postings_width
+    def postings(self) -> np.ndarray | tuple[np.ndarray, int]:
+        """The postings' doc ids as the kernels take them (a `kernels.packed` column): the plain array, or
+        (words, width) when packed."""
+        docs = self.postings_docs.view(np.ndarray)
+        return (docs, self.postings_width) if self.postings_width else docs
 
     @property
     def postings_length(self) -> int:

@@ -12,7 +12,7 @@ from ssr_engine.ids import id_order
 from ssr_engine.kernels import spans, topk
 from ssr_engine.kernels import ssr as kernels
 from ssr_engine.kernels.forward import width_for
-from ssr_engine.kernels.packed import PLAIN, pack32
+from ssr_engine.kernels.packed import pack32
 from ssr_engine.reference import ReferenceIndex
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
@@ -53,9 +53,9 @@ class Arrays:
         return self.fwd_terms, self.fwd_width
 
     @property
-    def postings(self) -> tuple[np.ndarray, int]:
+    def postings(self) -> np.ndarray:
         """The postings column the kernels take (`kernels.packed`): `docs` as they are."""
-        return self.docs, PLAIN
+        return self.docs
 
     def readonly(self) -> None:
         for a in (self.fwd_indptr, self.fwd_terms, self.indptr, self.docs, self.doc_rank):

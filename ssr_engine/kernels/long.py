@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .packed import PLAIN, at
+from .packed import at
 from .prune import _contains
 from .topk import doc_key, ranks_after
 
@@ -88,7 +88,7 @@ def merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, b
     j = 0
     n = 0
     while n < cap:
-        while i < nh and _contains((cd, PLAIN), 0, cd.shape[0], hk[i] & _DOC):
+        while i < nh and _contains(cd, 0, cd.shape[0], hk[i] & _DOC):
             i += 1
         take_c = j < order.shape[0]
         if take_c:

@@ -5,16 +5,19 @@ words; the array carries one spare word at its end so that a read never goes pas
 the signal string codes (`kernels.strings`). `get32`/`pack32`: the same layout in uint32 words for
 widths 1..32, read as one 64-bit pair of adjacent words.
 
-A column is how the kernels take a uint32 array that may be packed: `col = (words, width)`, width
-1..32 packed by `pack32`, or `PLAIN` (0) the values as they are (any integer array). `at`,
-`contains` and `gather` are its only readers: the forward rows (`kernels.forward`) and the
-postings (`Index.postings`) are columns.
+A column is how the kernels take a uint32 array that may be packed: a plain integer array (the
+values as they are), or `col = (words, width)`, width 1..32 packed by `pack32`, or `PLAIN` (0)
+the words are the values. `at`, `contains` and `gather` are its only readers: the forward rows
+(`kernels.forward`, always a pair) and the postings (`Index.postings`: the plain array of formats
+2-5) are columns. The reader is chosen by the column's type when a kernel compiles, not per read.
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 _ONE = np.uint64(1)
 _SIX = np.uint64(6)
@@ -99,13 +102,28 @@ def pack32(values, width, spare=True):
     return out
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
 def at(col, p):
-    """Value p (int64) of the column col = (words, width)."""
-    words, width = col
-    if width == PLAIN:
-        return np.int64(words[p])
-    return get32(words, width, p)
+    """Value p (int64) of the column col: a plain integer array, or (words, width) (width PLAIN: the
+    words are the values; else packed by `pack32`). Kernels call it; Numba picks the reader by col's
+    type (`_at`), so a plain array costs exactly the load it always did, with no width test."""
+    if isinstance(col, tuple):
+        words, width = col
+        return int(words[p]) if width == PLAIN else int(get32(words, width, p))
+    return int(col[p])
+
+
+@overload(at, inline="always")
+def _at(col, p):
+    if isinstance(col, types.Array):
+        return lambda col, p: np.int64(col[p])
+
+    def tuple_at(col, p):
+        words, width = col
+        if width == PLAIN:
+            return np.int64(words[p])
+        return get32(words, width, p)
+
+    return tuple_at
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
