@@ -17,7 +17,6 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 from numba import types
-from numba.extending import overload
 
 _ONE = np.uint64(1)
 _SIX = np.uint64(6)
@@ -112,7 +111,7 @@ def at(col, p):
     return int(col[p])
 
 
-@overload(at, inline="always")
+@nb.extending.overload(at, inline="always")
 def _at(col, p):
     if isinstance(col, types.Array):
         return lambda col, p: np.int64(col[p])
