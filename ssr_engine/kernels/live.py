@@ -288,7 +288,7 @@ def prepare_parts(parts, method="ssr", grank=None):
         for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
                                       f_indptr if method == "ssr" else no_fwd, f_terms),
                               (ip, np.uint32, np.uint32, np.uint8, np.int64, fp, np.uint32), strict=True):
-            lst.append((_frozen(a[0], dt), np.int64(a[1])) if a is f_terms or a is docs else _frozen(a, dt))
+            lst.append((_frozen(a[0], dt), np.int64(a[1])) if a is f_terms else _frozen(a, dt))
     starts = np.array([p[0] for p in parts], dtype=np.int64)
     grank = np.zeros(0, np.uint32) if grank is None else grank
     # one set of levels reads the parts in about the collection's id order (by each part's median id): a
