@@ -163,11 +163,24 @@ class Index(TermTable):
     _id_file: Any = field(default=None, repr=False)
     _vocab_checked: np.ndarray | None = field(default=None, repr=False)  # see validate.find_terms
     forward_width: int = 0  # bits of a packed forward term id (format 5), 0 (`forward.PLAIN`): plain uint32
+    postings_width: int = 0  # bits of a packed posting, 0 (`packed.PLAIN`): plain uint32
 
     @property
     def forward(self) -> tuple[np.ndarray, int]:
         """The forward rows as the kernels take them (`kernels.forward`): (words, width)."""
         return self.forward_terms.view(np.ndarray), self.forward_width
+
+    @property
+    def postings(self) -> np.ndarray | tuple[np.ndarray, int]:
+        """The postings' doc ids as the kernels take them (a `kernels.packed` column): the plain array, or
+        (words, width) when packed."""
+        docs = self.postings_docs.view(np.ndarray)
+        return (docs, self.postings_width) if self.postings_width else docs
+
+    @property
+    def postings_length(self) -> int:
+        """Postings in the index (P, however they are stored)."""
+        return self.manifest.counts.postings if self.postings_width else self.postings_docs.shape[0]
 
     @property
     def forward_length(self) -> int:

@@ -122,7 +122,7 @@ def _forward_batch(ix: Index, docs: np.ndarray, keep_tf: bool):
     data, offsets = gather_strings_of(ix, terms)
     if keep_tf:
         doc_of = np.repeat(docs.astype(np.int64), lengths)
-        counts = term_frequencies(ix.postings_indptr, ix.postings_docs, ix.postings_tf, terms, doc_of)
+        counts = term_frequencies(ix.postings_indptr, ix.postings, ix.postings_tf, terms, doc_of)
         if counts.shape[0] and int(counts.min()) == 0:
             raise IndexFormatError(f"{ix.path}: the forward index lists a term the postings lack (corrupt)")
         assert ix.doc_lengths is not None  # a BM25 segment

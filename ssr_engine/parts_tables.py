@@ -69,7 +69,7 @@ def term_tables(searcher: Any) -> list[tuple[list[int], tuple[int, int], tuple]]
             made.append((members, sig[0], (
                 lists[0], lists[1], np.int64(VOCAB_BLOCK_SHIFT), ixs[0].vocab.dtype == np.uint64, lists[2],
                 lists[3], lists[4], np.array([ix.string_bits for ix in ixs], dtype=np.int64), lists[5],
-                np.array([ix.postings_docs.shape[0] for ix in ixs], dtype=np.int64),
+                np.array([ix.postings_length for ix in ixs], dtype=np.int64),
                 np.array([ix.n_docs for ix in ixs], dtype=np.int64), lists[6], lists[7])))
         searcher._terms = made  # whole or not at all: a thread may read it meanwhile
     return searcher._terms
@@ -83,7 +83,7 @@ def parts_arrays(searcher: Any, method: str):
         id_offsets, id_bytes, orders, rank = id_tables(searcher)
         searcher._prepared[method] = prepare_parts(
             [(int(searcher.bases[i]), searcher.parts[i].n_docs, searcher.parts[i].index.postings_indptr,
-              searcher.parts[i].index.postings_docs, searcher.ranks[i], searcher.live[i], orders[i],
+              searcher.parts[i].index.postings, searcher.ranks[i], searcher.live[i], orders[i],
               searcher.parts[i].index.forward_indptr, searcher.parts[i].index.forward, searcher.ascending[i])
              for i in searcher._order], method, rank if searcher.shares(method) else None)
     return searcher._prepared[method]

@@ -104,7 +104,7 @@ def check_index(index: Index, full: bool = False) -> None:
     from .kernels import validate as kv
 
     n, v = index.n_docs, index.n_terms
-    _ends(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
+    _ends(index, "postings_indptr", index.postings_indptr, index.postings_length, "postings")
     _ends(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
     _offsets(index, "forward_indptr", index.forward_indptr, index.forward_length, "forward terms")
     i = -1 if index.manifest.ids.get("rank") == "identity" else kv.permutation(index.doc_rank)  # else built: arange
@@ -112,13 +112,13 @@ def check_index(index: Index, full: bool = False) -> None:
         raise _fail(index, "doc_rank", f"not a permutation of 0..{n - 1} (entry {i} = {int(index.doc_rank[i])})")
     if not full:
         return
-    _offsets(index, "postings_indptr", index.postings_indptr, index.postings_docs.shape[0], "postings")
+    _offsets(index, "postings_indptr", index.postings_indptr, index.postings_length, "postings")
     check_signal_offsets(index)
     vocab = index.vocab
     strict = vocab.dtype == np.uint64  # hashes (formats 2, 3); format 4's 32-bit keys may repeat
     _vocab_defect(index, kv.descent(vocab, strict) if vocab.shape[0] > _SMALL else
                   _first(vocab[1:] <= vocab[:-1] if strict else vocab[1:] < vocab[:-1]))
-    row = kv.rows_ascending_below(index.postings_indptr, (index.postings_docs.view(np.ndarray), 0), np.int64(n))
+    row = kv.rows_ascending_below(index.postings_indptr, index.postings, np.int64(n))
     if row >= 0:
         raise _fail(index, "postings_docs", f"the postings of term {row} are not strictly ascending ids < {n}")
     row = kv.rows_ascending_below(index.forward_indptr, index.forward, np.int64(v))
@@ -183,7 +183,7 @@ def check_terms(index: Index, terms: np.ndarray) -> None:
     terms = np.ascontiguousarray(terms, dtype=np.int64)
     if terms.shape[0] == 0:
         return
-    indptr, length = index.postings_indptr, index.postings_docs.shape[0]
+    indptr, length = index.postings_indptr, index.postings_length
     a = np.asarray(indptr[terms], dtype=np.int64)
     b = np.asarray(indptr[terms + 1], dtype=np.int64)
     bad = np.flatnonzero((a < 0) | (b < a) | (b > length) | (b - a > index.n_docs))

@@ -52,6 +52,11 @@ class Arrays:
     def fwd(self) -> tuple[np.ndarray, int]:
         return self.fwd_terms, self.fwd_width
 
+    @property
+    def postings(self) -> np.ndarray:
+        """The postings column the kernels take (`kernels.packed`): `docs` as they are."""
+        return self.docs
+
     def readonly(self) -> None:
         for a in (self.fwd_indptr, self.fwd_terms, self.indptr, self.docs, self.doc_rank):
             a.setflags(write=False)
@@ -70,7 +75,7 @@ class Arrays:
     def search(self, queries, k, method="ssr", **kw):
         off, terms, weights = self.batch(queries)
         if method == "ssr":
-            return kernels.search_batch(self.indptr, self.docs, self.doc_rank, self.ref.n_docs, off, terms, weights,
+            return kernels.search_batch(self.indptr, self.postings, self.doc_rank, self.ref.n_docs, off, terms, weights,
                                         k, **kw)
         return kernels.exhaustive_batch(self.fwd_indptr, self.fwd, self.doc_rank, self.n_terms, off, terms,
                                         weights, k, **kw)

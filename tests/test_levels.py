@@ -28,13 +28,13 @@ from ssr_engine.reference import ReferenceIndex
 
 def run(arrays: Arrays, queries, k, **kw):
     off, terms, weights = arrays.batch(queries)
-    return levels.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights, k,
-                               **kw)
+    return levels.search_batch(arrays.indptr, arrays.postings, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights,
+                               k, **kw)
 
 
 def union(arrays: Arrays, queries, k, **kw):
     off, terms, weights = arrays.batch(queries)
-    return kernels.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights,
+    return kernels.search_batch(arrays.indptr, arrays.postings, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights,
                                 k, **kw)
 
 
@@ -149,7 +149,7 @@ def test_kernels_stay_in_bounds_when_a_block_is_full(tmp_path):
         from ssr_engine.kernels import levels, prune
         from ssr_engine.kernels import ssr as kernels
         indptr = np.array([0, 5, 10], dtype=np.int64)  # two terms, each in all 5 documents
-        docs = np.array([0, 1, 2, 3, 4] * 2, dtype=np.uint32)
+        docs = (np.array([0, 1, 2, 3, 4] * 2, dtype=np.uint32), 0)  # the postings column, plain
         rank = np.arange(5, dtype=np.uint32)
         off, terms, w = np.array([0, 2]), np.array([0, 1]), np.array([1.0, 1.0])
         for k in (3, None):

@@ -35,7 +35,7 @@ LEVELS = (*probe.RULE[:6], 0.0, 0.0)
 def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
     off, terms, weights = arrays.batch(queries)
     fi = arrays.fwd_indptr if forward else np.zeros(0, dtype=np.int64)
-    return probe.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, fi,
+    return probe.search_batch(arrays.indptr, arrays.postings, arrays.doc_rank, arrays.ref.n_docs, fi,
                               arrays.fwd, off, terms, weights, k, rule=rule, **kw)
 
 

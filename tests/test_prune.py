@@ -15,8 +15,8 @@ from ssr_engine.reference import ReferenceIndex
 
 def run(arrays: Arrays, queries, k, method="maxscore", **kw):
     off, terms, weights = arrays.batch(queries)
-    return prune.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights, k,
-                              method=method, **kw)
+    return prune.search_batch(arrays.indptr, arrays.postings, arrays.doc_rank, arrays.ref.n_docs, off, terms, weights,
+                              k, method=method, **kw)
 
 
 def check(arrays: Arrays, queries, k, **kw):
@@ -75,7 +75,7 @@ def test_maxscore_with_heavy_ties(n_docs, n_words, seed, k, block):
     check(arrays, queries, k, block=block)
     # the pruned result equals the union kernel's, byte for byte
     off, terms, weights = arrays.batch(queries)
-    union = kernels.search_batch(arrays.indptr, arrays.docs, arrays.doc_rank, ref.n_docs, off, terms, weights, k,
+    union = kernels.search_batch(arrays.indptr, arrays.postings, arrays.doc_rank, ref.n_docs, off, terms, weights, k,
                                  block=block)
     pruned = run(arrays, queries, k, block=block)
     for u, p in zip(union, pruned, strict=True):

@@ -74,7 +74,7 @@ def run_scale(work: WorkDir, say: Say, *, passages: int = 200_000, queries: int 
     return {
         "collection": {"passages": passages, "queries": len(texts), "seed": seed, "generator": GENERATOR_ID,
                        "bytes": collection.stat().st_size, "generate_seconds": gen.get("seconds")},
-        "index": {"documents": ix.n_docs, "terms": ix.n_terms, "postings": int(ix.postings_docs.shape[0]),
+        "index": {"documents": ix.n_docs, "terms": ix.n_terms, "postings": ix.postings_length,
                   "bytes": sum(f.stat().st_size for f in index.rglob("*") if f.is_file())},
         "build": build,
         "threads": _threads(),

@@ -155,7 +155,7 @@ class ShardWorker:
         for j, (offsets, terms, weights) in enumerate(self.terms(queries)):
             ix, ranks = self.indexes[j], self.ranks[j]
             with kernel_guard(ix), numba_threads(threads, len(queries)):
-                got = probe.search_batch(ix.postings_indptr, ix.postings_docs, ranks, ix.n_docs, ix.forward_indptr,
+                got = probe.search_batch(ix.postings_indptr, ix.postings, ranks, ix.n_docs, ix.forward_indptr,
                                          ix.forward, offsets, terms, weights, k, block=self.searcher.block,
                                          work=work, monotone=self.ascending[j],
                                          bar=None if run is None else bar_of(run, k))

@@ -1,7 +1,7 @@
 """Candidates of a query over any CSR index: output region bounds and the exact pool size.
 
 Queries arrive flat: `q_offsets` (int64[Q + 1]) into `q_terms` (term ids); `indptr`
-(int64[V + 1]) and `docs` (uint32[P]) are the inverted CSR. Used by the SSR and BM25
+(int64[V + 1]) and `docs` (the postings column, `packed`) are the inverted CSR. Used by the SSR and BM25
 kernels and by every searcher's `pool_sizes`.
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+from .packed import at
 
 
 @nb.njit(cache=True)
@@ -41,7 +43,7 @@ def _union_sizes(q_offsets, q_terms, indptr, docs, n_docs, n_chunks, out):
                 t = q_terms[j]
                 prev = np.int64(-1)
                 for p in range(indptr[t], indptr[t + 1]):
-                    d = np.int64(docs[p])
+                    d = at(docs, p)
                     if d >= n_docs or d <= prev:
                         bad = True  # corrupt postings_docs: flagged, never used as an index
                         continue

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .packed import at
+
 
 @nb.njit(cache=True, nogil=True)
 def _term_frequencies(indptr, docs, tfs, terms, doc_of, out):
@@ -19,11 +21,11 @@ def _term_frequencies(indptr, docs, tfs, terms, doc_of, out):
         hi = indptr[t + 1]
         while lo < hi:  # binary search: d in the term's ascending postings
             mid = (lo + hi) >> 1
-            if np.int64(docs[mid]) < d:
+            if at(docs, mid) < d:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < indptr[t + 1] and np.int64(docs[lo]) == d:
+        if lo < indptr[t + 1] and at(docs, lo) == d:
             out[i] = tfs[lo]
         else:
             out[i] = 0  # the forward and inverted indexes disagree: a corrupt segment
@@ -32,7 +34,7 @@ def _term_frequencies(indptr, docs, tfs, terms, doc_of, out):
 def term_frequencies(indptr, docs, tfs, terms, doc_of):
     """tf of each (term terms[i], document doc_of[i]) pair, read from the postings (uint32[n]).
 
-    indptr int64[V + 1], docs uint32[P] ascending per term, tfs uint32[P]. A pair missing from the
+    indptr int64[V + 1], docs the postings column (`packed`), tfs uint32[P]. A pair missing from the
     postings gets 0 (the caller treats that as corruption).
     """
     terms = np.asarray(terms, dtype=np.int64)

@@ -35,6 +35,7 @@ import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
 from .long import RARE_POSTINGS, merge_rare, rare_docs
+from .packed import at
 from .split import first_level, or_lists
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start, open_lists, skip_past
 from .topk import check_key_range, compact_failed, doc_key, heap_arrays
@@ -65,7 +66,7 @@ def or_block(docs, cur, end, last, p, m, lo, hi, mask, touched):
         e = end[j]
         prev = last[j]
         while c < e:
-            d = np.int64(docs[c])
+            d = at(docs, c)
             if d >= hi:
                 break
             if d <= prev:  # strictly ascending postings (hence d >= lo): keeps x in range
@@ -263,7 +264,7 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
         # alone in most blocks and tied at the bar, then costs a binary search a block)
         present = 0
         for j in range(m):
-            if cur[j] < end[j] and np.int64(docs[cur[j]]) < hi:
+            if cur[j] < end[j] and at(docs, cur[j]) < hi:
                 present |= 1 << j
         best = level[present]
         if best > bar or (best == bar and first + lo >= bar_doc):
@@ -281,7 +282,7 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
         # append chained every posting's mask load to the next one's store (RESULTS.md)
         for j in range(p, m):
             for c in range(starts[j], cur[j]):
-                x = np.int64(docs[c]) - lo
+                x = at(docs, c) - lo
                 v = mask[x]
                 if v == 0:
                     continue
@@ -540,7 +541,7 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
                  n_chunks=None, live=None, buffer=_BUFFER, work=None, bar=None, monotone=False):
     """Exact top-k of every query, as `ssr.search_batch` (same arguments, same results bit for bit).
 
-    indptr int64[V + 1], docs uint32[P] (ascending per term), doc_rank uint32[N]; q_terms: distinct
+    indptr int64[V + 1], docs the postings column (`packed`, ascending per term), doc_rank uint32[N]; q_terms: distinct
     term ids per query in ascending weight order; `live`: bool or uint8[N] (None: every document).
     `bar`: as `ssr.search_batch`'s, per query the full key a document must rank strictly before
     (a live index's other segments); with it, the results are those without it that beat the bar.

@@ -304,7 +304,7 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
                  work=None):
     """Exact top k of every query over a collection's parts in one parallel call.
 
-    parts: per part (first collection number, n_docs, indptr int64[V + 1], docs uint32[P], rank uint32[n]
+    parts: per part (first collection number, n_docs, indptr int64[V + 1], docs the postings column, rank uint32[n]
     (ties in the collection's id order), live bool[n] or None, order int64[n] (its documents in id order),
     forward indptr int[n + 1] and rows (words, width) (the part's forward index, `kernels.forward`; method
     "ssr" probes it), whether its ranks ascend with its document numbers (`probe.ascending`)), or

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .packed import at
 from .prune import _contains
 from .topk import doc_key, ranks_after
 
@@ -48,7 +49,7 @@ def rare_docs(a, h, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live,
         t = q_terms[a + j]
         prev = -1
         for p in range(indptr[t], indptr[t + 1]):
-            d = np.int64(docs[p])
+            d = at(docs, p)
             if d <= prev or d >= n_docs:
                 return -2, cd[:0], cs[:0], cm[:0], ck[:0]
             prev = d

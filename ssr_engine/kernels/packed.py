@@ -3,19 +3,32 @@
 Value i occupies bits [i * width, (i + 1) * width) of the word array, so it may straddle two
 words; the array carries one spare word at its end so that a read never goes past it. Used for
 the signal string codes (`kernels.strings`). `get32`/`pack32`: the same layout in uint32 words for
-widths 1..32 (the forward rows, `kernels.forward`), read as one 64-bit pair of adjacent words.
+widths 1..32, read as one 64-bit pair of adjacent words.
+
+A column is how the kernels take a uint32 array that may be packed: a plain integer array (the
+values as they are), or `col = (words, width)`, width 1..32 packed by `pack32`, or `PLAIN` (0)
+the words are the values. `at`, `contains` and `gather` are its only readers: the forward rows
+(`kernels.forward`, always a pair) and the postings (`Index.postings`: the plain array of formats
+2-5) are columns. The reader is chosen by the column's type when a kernel compiles, not per read.
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
 
 _ONE = np.uint64(1)
 _SIX = np.uint64(6)
 _LOW6 = np.uint64(63)
 _W64 = np.uint64(64)
 _W32 = np.uint64(32)
+PLAIN = 0  # a column's width when its words are the values themselves
+
+
+def width_for(n: int) -> int:
+    """Bits of one packed value of a column whose values are 0..n-1."""
+    return max(1, int(n - 1).bit_length())
 
 
 def n_words(n: int, width: int) -> int:
@@ -85,4 +98,61 @@ def pack32(values, width, spare=True):
         if off + w > _W64:
             words[at + 1] |= v >> (_W64 - off)
     out = words.view(np.uint32)[: full + 1 if spare else full].copy()
+    return out
+
+
+def at(col, p):
+    """Value p (int64) of the column col: a plain integer array, or (words, width) (width PLAIN: the
+    words are the values; else packed by `pack32`). Kernels call it; Numba picks the reader by col's
+    type (`_at`), so a plain array costs exactly the load it always did, with no width test."""
+    if isinstance(col, tuple):
+        words, width = col
+        return int(words[p]) if width == PLAIN else int(get32(words, width, p))
+    return int(col[p])
+
+
+@nb.extending.overload(at, inline="always")
+def _at(col, p):
+    if isinstance(col, types.Array):
+        return lambda col, p: np.int64(col[p])
+
+    def tuple_at(col, p):
+        words, width = col
+        if width == PLAIN:
+            return np.int64(words[p])
+        return get32(words, width, p)
+
+    return tuple_at
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def contains(col, lo, hi, v):
+    """Whether positions lo..hi-1 of col (ascending values) hold v: binary search."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        x = at(col, mid)
+        if x < v:
+            lo = mid + 1
+        elif x > v:
+            hi = mid
+        else:
+            return True
+    return False
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather(col, starts, lengths, out):
+    o = 0
+    for i in range(starts.shape[0]):
+        for p in range(starts[i], starts[i] + lengths[i]):
+            out[o] = at(col, p)
+            o += 1
+
+
+def gather(col, starts, lengths) -> np.ndarray:
+    """int64: the values at positions starts[i]..starts[i] + lengths[i] - 1 of col, one range after another."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = np.empty(int(lengths.sum()), dtype=np.int64)
+    _gather(col, starts, lengths, out)
     return out

@@ -40,6 +40,7 @@ import numpy as np
 from . import levels
 from .forward import row_contains
 from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, first_at, long_one, next_block
+from .packed import at
 from .prune import _contains, _gallop
 from .small import _df, small_one
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, open_lists
@@ -182,7 +183,7 @@ def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mas
             else:
                 prev = lo - 1
                 for i in range(c, z):
-                    d = np.int64(docs[i])
+                    d = at(docs, i)
                     if d <= prev or d >= hi:  # strictly ascending and in the block: keeps d - lo in range
                         return -1
                     prev = d
@@ -326,14 +327,14 @@ def _fill(a, m, q_terms, indptr, docs, doc_rank, n_docs, live, cur, end, last, s
     open_lists(q_terms, a, 0, m, indptr, cur, end, last)
     prev = -1
     for c in range(cur[0], end[0]):
-        d = np.int64(docs[c])
+        d = at(docs, c)
         if d <= prev or d >= n_docs:
             return -1
         prev = d
         inside = False
         for j in range(1, m):  # in an E list too: not mask {0}, and the attempt has ranked it
             cur[j] = _gallop(docs, cur[j], end[j], d)
-            inside = inside or (cur[j] < end[j] and np.int64(docs[cur[j]]) == d)
+            inside = inside or (cur[j] < end[j] and at(docs, cur[j]) == d)
         if inside or (live.shape[0] != 0 and not live[d]):
             continue
         key = doc_key(doc_rank[d], d)

@@ -33,6 +33,7 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, region_offsets
+from .packed import at, contains
 from .ssr import DEFAULT_BLOCK, _search_one
 from .topk import check_key_range, compact_failed, deheap_sort, doc_key, heap_push
 
@@ -52,12 +53,12 @@ PRUNE_FROM = 0
 @nb.njit(cache=True, nogil=True, inline="always")
 def _gallop(docs, c, e, target):
     """First position in [c, e) whose doc is >= target (e when none); exponential then binary search."""
-    if c >= e or np.int64(docs[c]) >= target:
+    if c >= e or at(docs, c) >= target:
         return c
     lo = c  # docs[lo] < target throughout
     step = np.int64(1)
     hi = c + 1
-    while hi < e and np.int64(docs[hi]) < target:
+    while hi < e and at(docs, hi) < target:
         lo = hi
         step <<= 1
         hi = lo + step
@@ -65,26 +66,14 @@ def _gallop(docs, c, e, target):
         hi = e
     while hi - lo > 1:
         mid = (lo + hi) >> 1
-        if np.int64(docs[mid]) < target:
+        if at(docs, mid) < target:
             lo = mid
         else:
             hi = mid
     return hi
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _contains(docs, c, e, target):
-    """Whether docs[c:e] (ascending) holds target."""
-    while c < e:
-        mid = (c + e) >> 1
-        d = np.int64(docs[mid])
-        if d < target:
-            c = mid + 1
-        elif d > target:
-            e = mid
-        else:
-            return True
-    return False
+_contains = contains  # whether positions c..e-1 of the postings column docs hold target
 
 
 # lowest set bit -> its index: (b & -b) times a de Bruijn constant puts a distinct 6-bit pattern on top
@@ -158,7 +147,7 @@ def _maxscore_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weigh
         lo = n_docs
         for j in range(p, m):
             if cur[j] < end[j]:
-                d = np.int64(docs[cur[j]])
+                d = at(docs, cur[j])
                 if d < lo:
                     lo = d
         if lo >= n_docs:
@@ -171,7 +160,7 @@ def _maxscore_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weigh
             c = cur[j]
             e = end[j]
             while c < e:
-                d = np.int64(docs[c])
+                d = at(docs, c)
                 if d >= hi:
                     break
                 x = d - lo
@@ -222,7 +211,7 @@ def _maxscore_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weigh
                         else:
                             # a merge over the range: cheaper than one search per candidate here
                             for cc in range(c, e):
-                                x = np.int64(docs[cc]) - lo
+                                x = at(docs, cc) - lo
                                 if mask[x] != np.uint64(0):
                                     mask[x] |= bit
                     cur[j] = e
@@ -327,7 +316,7 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
                  threads=None, method="maxscore", work=None, prune_from=PRUNE_FROM):
     """Exact top-k of every query: the same results as `ssr.search_batch`, bit for bit.
 
-    indptr int64[V + 1], docs uint32[P] (ascending per term), doc_rank uint32[N];
+    indptr int64[V + 1], docs the postings column (`packed`, ascending per term), doc_rank uint32[N];
     q_offsets int64[Q + 1] into q_terms (distinct term ids, ascending weight) and q_weights float64;
     `k=None` or `k <= 0`: every candidate (no pruning possible). method "maxscore" prunes,
     "union" reads every posting. `threads`: default Numba's current thread count; a single query

@@ -32,6 +32,7 @@ import numba as nb
 import numpy as np
 
 from .levels import first_at
+from .packed import at
 from .prune import _gallop
 from .topk import deheap_sort, doc_key, heap_push
 
@@ -53,7 +54,7 @@ def _advance(docs, c, e, target, walk):
     """First position in [c, e) whose doc is >= target: a walk, or a gallop (`prune._gallop`)."""
     if not walk:
         return _gallop(docs, c, e, target)
-    while c < e and np.int64(docs[c]) < target:
+    while c < e and at(docs, c) < target:
         c += 1
     return c
 
@@ -143,7 +144,7 @@ def small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, ca
         c0 = cur[j]
         c = c0
         while c < end[j]:
-            d = np.int64(docs[c])
+            d = at(docs, c)
             c += 1
             if d <= prev or d >= n_docs:
                 return -1
@@ -164,7 +165,7 @@ def small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, ca
                 gallops += 1
                 lb = 1 << i
                 rest ^= lb
-                if x < end[i] and np.int64(docs[x]) == d:
+                if x < end[i] and at(docs, x) == d:
                     msk |= lb  # the bound stays what was checked last
                 else:
                     ub = msk | rest
@@ -178,7 +179,7 @@ def small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, ca
                 x = _advance(docs, cur[i], end[i], d, scan[i])
                 cur[i] = x
                 gallops += 1
-                if x < end[i] and np.int64(docs[x]) == d:
+                if x < end[i] and at(docs, x) == d:
                     ok = False
                     break
             if ok:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .packed import at
 from .ssr import block_start, open_lists
 
 # the rarest lists that give the first bar hold at most this share of the query's postings (read twice)
@@ -38,7 +39,7 @@ def or_lists(docs, cur, end, last, p, m, lo, hi, mask, starts):
         e = end[j]
         prev = last[j]
         while c < e:
-            d = np.int64(docs[c])
+            d = at(docs, c)
             if d >= hi:
                 break
             if d <= prev:  # strictly ascending postings (hence d >= lo): keeps d - lo in range
@@ -85,7 +86,7 @@ def first_level(q_terms, a, m, indptr, docs, n_docs, live, block, cap, level, nl
             return -1
         for j in range(p, m):
             for c in range(starts[j - p], cur[j]):
-                x = np.int64(docs[c]) - lo
+                x = at(docs, c) - lo
                 v = mask[x]
                 if v == 0:
                     continue

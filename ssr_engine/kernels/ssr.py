@@ -23,6 +23,7 @@ import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
 from .forward import term_at
+from .packed import at
 from .topk import check_key_range, compact, compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
 # Accumulator block in documents: 16K docs x (8 + 4) bytes = 192 KiB, well inside L2. Measured on
@@ -38,7 +39,7 @@ DEFAULT_BLOCK = 1 << 14
 def block_start(docs, cur, end, m, n_docs):
     """The next block's first document: the smallest unread posting of the m term cursors.
 
-    docs uint32[P]; cur/end int64[>= m], each term's next and past-the-end positions. Returns
+    docs the postings column (`packed`); cur/end int64[>= m], each term's next and past-the-end positions. Returns
     n_docs when every list is read, -1 when an unread posting is >= n_docs (corrupt postings).
     """
     lo = n_docs
@@ -46,7 +47,7 @@ def block_start(docs, cur, end, m, n_docs):
     for j in range(m):
         if cur[j] < end[j]:
             left = True
-            d = np.int64(docs[cur[j]])
+            d = at(docs, cur[j])
             if d < lo:
                 lo = d
     if lo >= n_docs and left:
@@ -70,11 +71,11 @@ def skip_past(docs, cur, end, last, m, hi):
     last[j] = hi - 1: a later posting below hi is reported as corrupt, as when read in order."""
     for j in range(m):
         c = cur[j]
-        if c < end[j] and np.int64(docs[c]) < hi:
+        if c < end[j] and at(docs, c) < hi:
             lo, up = c + 1, end[j]
             while lo < up:
                 mid = (lo + up) >> 1
-                if np.int64(docs[mid]) < hi:
+                if at(docs, mid) < hi:
                     lo = mid + 1
                 else:
                     up = mid
@@ -121,7 +122,7 @@ def _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
             e = end[j]
             prev = last[j]
             while c < e:
-                d = np.int64(docs[c])
+                d = at(docs, c)
                 if d >= hi:
                     break
                 # strictly ascending postings (hence d >= lo): the one check that keeps x in range
@@ -189,7 +190,7 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
                  n_chunks=None, live=None, bar=None):
     """Exact top-k of every query over the inverted CSR (`k=None` or `k <= 0`: every candidate).
 
-    indptr int64[V + 1], docs uint32[P] (ascending per term), doc_rank uint32[N];
+    indptr int64[V + 1], docs the postings column (`packed`, ascending per term), doc_rank uint32[N];
     q_terms: distinct term ids per query, in ascending weight order.
     `block` = document-range width of the accumulators (`n_docs` gives a plain scatter).
     `live`: bool or uint8[N], the documents that may rank (a live index's deletions); None: all.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .forward import term_at
+from .packed import at
 
 _RANGE = 1 << 20  # entries per parallel work item
 
@@ -58,7 +58,7 @@ def rows_ascending_below(indptr, rows, bound):
     """First row whose values are not strictly ascending or not all < bound, or -1.
 
     indptr int32 or int64[R + 1] (already checked monotone, from 0 to the number of values), rows
-    the values as `forward.term_at` reads them: (uint32[P], PLAIN) (postings) or the forward rows.
+    a column (`packed.at`): the postings or the forward rows.
     """
     n_rows = indptr.shape[0] - 1
     n_ranges = (n_rows + _RANGE - 1) // _RANGE
@@ -67,7 +67,7 @@ def rows_ascending_below(indptr, rows, bound):
         for row in range(r * _RANGE, min((r + 1) * _RANGE, n_rows)):
             prev = np.int64(-1)
             for p in range(indptr[row], indptr[row + 1]):
-                v = term_at(rows, p)
+                v = at(rows, p)
                 if v <= prev or v >= bound:
                     found[r] = row
                     break
