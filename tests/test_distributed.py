@@ -308,6 +308,32 @@ def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path) -
         assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1, threads=2), one.search_batch(queries, k))
 
 
+def test_any_shard_order_gives_the_one_index_answers(tmp_path: Path, monkeypatch) -> None:
+    """A group's shards searched in every order (each behind the bar of those before it) answer as one index,
+    ties across shards included; the default order puts the shard holding most of the batch's postings first."""
+    from itertools import permutations
+
+    from ssr_engine.distributed import worker
+
+    path = write_tsv(tmp_path / "c.tsv", random_docs(31, 240, "mixed"))
+    build_index(path, tmp_path / "one", quiet=True)
+    build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
+    one = open_retriever(tmp_path / "one")
+    m = read_manifest(tmp_path / "s")
+    w = ShardWorker(str(tmp_path / "s"), [0, 1, 2], m.generation, "ssr", 1, BM25_K1, BM25_B)
+    try:
+        held = [int(np.diff(np.asarray(ix.postings_indptr))[p[1]].sum()) for ix, p in zip(w.indexes, w.terms(QUERIES),
+                                                                                              strict=True)]
+        assert len(set(held)) > 1  # the order below is decided by the postings, not by ties
+        assert worker.shard_order(w.terms(QUERIES)) == sorted(range(3), key=lambda j: -held[j])
+    finally:
+        w.close()
+    for order in permutations(range(3)):
+        monkeypatch.setattr(worker, "shard_order", lambda prepared, order=order: list(order))
+        for k in (1, 3, 10):
+            assert_identical(shard_answers(tmp_path / "s", QUERIES, k, actors=1), one.search_batch(QUERIES, k))
+
+
 def test_a_group_prepares_the_queries_once_as_each_part_would(tmp_path: Path) -> None:
     """`ShardWorker.terms` (the signals made once, each shard's look-up and the collection's weights in one
     kernel each) gives every shard the terms and weight bits of `PartsSearcher.query_terms`, the Python
@@ -318,11 +344,11 @@ def test_a_group_prepares_the_queries_once_as_each_part_would(tmp_path: Path) ->
     w = ShardWorker(str(tmp_path / "s"), [0, 1, 2], m.generation, "ssr", 1, BM25_K1, BM25_B)
     queries = QUERIES + ["alpha alpha-beta \u00e9ta", "", "zzz unknown"]
     try:
-        for (offsets, terms, weights), (want_o, want_t, want_w, _) in zip(w.terms(queries),
-                                                                          w.searcher.query_terms(queries)[2],
-                                                                          strict=True):
+        got, want = w.terms(queries), w.searcher.query_terms(queries)[2]
+        for j, ((offsets, terms, weights, df), (want_o, want_t, want_w, _)) in enumerate(zip(got, want, strict=True)):
             assert offsets.tolist() == want_o.tolist() and terms.tolist() == want_t.tolist()
             assert weights.view(np.int64).tolist() == want_w.view(np.int64).tolist()
+            assert df.tolist() == np.diff(np.asarray(w.indexes[j].postings_indptr))[terms].tolist()  # its own
             assert offsets[-3] == offsets[-1]  # the last two queries know nothing
     finally:
         w.close()
