@@ -64,7 +64,7 @@ _FIRST = 2
 # RULE[8]: in `_complete`, a block's postings of a non-E list are searched per surviving candidate rather than
 # scanned when they outnumber the survivors by more than this (each binary search costs ~log2 of them in
 # dependent loads that miss cache at 8.8M, where a scan streams)
-RULE = (32768.0, 128.0, 0.75, 64.0, 0.05, 0.5, 200.0, 64.0, 16.0)
+RULE = (32768.0, 128.0, 0.75, 64.0, 0.05, 0.5, 200.0, 64.0, 64.0)
 _RULE = np.asarray(RULE, dtype=np.float64)  # as the kernels take it (made once: a single query's call is µs)
 # levels' blocks are widened 4x at a time (up to WIDEN x the caller's) while a block holds under this many
 # postings of the query on average
