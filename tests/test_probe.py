@@ -11,10 +11,11 @@ from kernel_cases import (
     assert_long_queries_take_the_union,
     assert_same_bytes,
     assert_threads_agree_and_corrupt_postings_raise,
+    check_long_split,
     tie_queries,
 )
 from test_kernels import Arrays, corpus_st, queries_st
-from test_levels import check_bars
+from test_levels import check_bars, union
 from test_levels import run as by_levels
 from test_prune import assert_equals_reference, tie_heavy_ref
 
@@ -131,6 +132,15 @@ def test_it_prunes_and_its_stats_count():
 
 def test_long_queries_and_every_candidate_take_the_union():
     assert_long_queries_take_the_union(run)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(30, 800), st.integers(0, 10_000), st.integers(1, 400), st.sampled_from([1, 7, 1 << 14]),
+       st.booleans(), st.booleans(), st.sampled_from([EAGER, COMPLETE, COMPLETE_SCAN, SMALL, probe.RULE]))
+def test_long_queries_split_off_their_rarest_terms(n_docs, seed, k, block, deletions, barred, rule):
+    """Queries of 13-30 terms (`probe._long`: the lightest 12 through `search_one`, pruned or not, the rarest
+    terms' documents scored apart): the heap union's results, with deletions and behind a bar."""
+    check_long_split(run, union, n_docs, seed, k, deletions, barred, block=block, rule=rule)
 
 
 def test_deleted_documents_never_rank():

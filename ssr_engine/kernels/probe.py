@@ -40,6 +40,7 @@ import numpy as np
 from . import levels
 from .forward import row_contains
 from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, first_at, long_one, next_block
+from .long import bar_of, merge_long, split_long
 from .packed import at
 from .prune import _contains, _gallop
 from .small import _df, small_one
@@ -477,6 +478,31 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_
 
 
 @nb.njit(cache=True, nogil=True)
+def _long(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, width, cap, live,
+          work, t, base, res_d, res_s, res_m, bar_s, bar_m, bar_k, rule, stats, monotone):
+    """Query q of more than MAX_TERMS terms, as `levels.long_one` (`long`), its lightest MAX_TERMS terms through
+    `search_one` (levels' own call where their results would overflow the workspace's buffer). Returns the
+    result count, -1 for corrupt postings, -3 when the rarest terms hold too many postings."""
+    nc, rare, cap_h = split_long(q, k, MAX_TERMS, q_offsets, q_terms, q_weights, indptr, docs, doc_rank, n_docs,
+                                 live)
+    if nc < 0:
+        return nc
+    if 4 * cap_h > work[11].shape[1]:
+        return long_one(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, cap, live, work,
+                        t, base, res_d, res_s, res_m, bar_s, bar_m, bar_k, monotone)
+    hs, hm, hk = np.empty(cap_h, np.float64), np.empty(cap_h, np.int32), np.empty(cap_h, np.int64)
+    nh = 0
+    if cap_h > 0:
+        a = q_offsets[q]
+        hb_s, hb_m, hb_k = bar_of(bar_s, bar_m, bar_k, q)
+        nh = search_one(0, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, np.array([a, a + MAX_TERMS]), q_weights,
+                        q_terms, width, cap_h, live, work, t, 0, hk, hs, hm, rule, stats, hb_s, hb_m, hb_k, monotone)
+        if nh < 0:
+            return -1
+    return merge_long(hs, hm, hk, nh, rare, cap, res_s, res_m, res_d, base, bar_s, bar_m, bar_k, q)
+
+
+@nb.njit(cache=True, nogil=True)
 def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, width, live,
            caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, rule, stats, monotone):
     """Query q on workspace row t: `search_one` for 1..MAX_TERMS terms and k > 0, `levels.long_one` for
@@ -490,8 +516,8 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_t
                           width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats[q], bar_s, bar_m, bar_k,
                           monotone)
     if k > 0:  # more terms: the rarest ones' documents scored apart (`levels.long_one`) where they are few
-        got = long_one(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, cap, live, work, t,
-                       base, res_d, res_s, res_m, bar_s, bar_m, bar_k, monotone)
+        got = _long(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, width,
+                    cap, live, work, t, base, res_d, res_s, res_m, bar_s, bar_m, bar_k, rule, stats[q], monotone)
         if got != -3:
             return got
     return _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, work[14][t],
