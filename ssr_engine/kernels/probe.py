@@ -1,5 +1,6 @@
 # Over 400 lines on purpose: the essential-set search (collect, bound, probe or complete, grow E) is one
-# argument for exactness (the docstring), kept in one module with its batch entry points.
+# argument for exactness (the docstring), kept in one module with its batch entry points (and `_long`, which
+# calls `search_one` and is called by `_query`: in another module it would import this one and be imported by it).
 """Heavy lists first, then bounded probes: exact pruning for SSR (method `probe`, DESIGN.md section 4).
 
 Same inputs and outputs as `levels.search_batch` plus the forward index; the same results bit for bit.
@@ -29,7 +30,8 @@ k found: when the all-non-E mask ranks strictly after that bar). Otherwise the k
 mask still ranks strictly after it) and the query is redone; when E would hold more than RULE[5] of
 the query's postings (pruning cannot pay), or more than the candidate buffer, `levels` reads them all.
 
-Queries of more than `levels.MAX_TERMS` terms take `levels.long_one`, and k <= 0 `ssr._search_one`, as in `levels`.
+Queries of more than `levels.MAX_TERMS` terms take `_long` (as `levels.long_one`, their lightest terms through
+`search_one`), and k <= 0 `ssr._search_one`, as in `levels`.
 """
 
 from __future__ import annotations
