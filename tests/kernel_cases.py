@@ -12,6 +12,7 @@ from test_prune import assert_equals_reference, tie_heavy_ref
 
 from ssr_engine.kernels import levels
 from ssr_engine.kernels.candidates import CorruptIndexData
+from ssr_engine.reference import ReferenceIndex
 
 Kernel = Callable[..., tuple]  # (arrays, queries, k, **kw) -> flat (offsets, docs, scores, matches)
 
@@ -61,3 +62,32 @@ def assert_long_queries_take_the_union(run: Kernel, **kw) -> None:
     assert len(arrays.batch(queries[:1])[1]) > levels.MAX_TERMS
     for k in (None, 1, 5, 50, 1000):
         assert_equals_reference(arrays, queries, k, run(arrays, queries, k, **kw))
+
+
+def check_long_split(run: Kernel, union: Kernel, n_docs, seed, k, deletions, barred, **kw) -> None:
+    """Queries of 13-30 terms, most of them rare (`long`: the lightest 12 through levels or probe, the rarest
+    terms' documents scored apart), with common words and ties: the heap union's results bit for bit, with
+    deletions and behind a bar too, and the reference's."""
+    rng = np.random.default_rng(seed)
+    holder = rng.integers(n_docs, size=40)  # every rare word is in the vocabulary
+    texts = []
+    for d in range(n_docs):
+        words = [f"c{w}" for w in range(8) if rng.random() < 0.5 / (w + 1)]
+        words += [f"r{w}" for w in range(40) if rng.random() < 0.004 or holder[w] == d]
+        texts.append(" zz ".join(rng.permutation(words).tolist()))
+    ref = ReferenceIndex.from_texts([str(x) for x in rng.permutation(3 * n_docs)[:n_docs]], texts, cap=64)
+    arrays = Arrays(ref)
+    queries = [" ".join(rng.permutation([f"c{w}" for w in range(8)] + [f"r{w}" for w in rng.choice(40, 22)])
+                        [: rng.integers(13, 31)].tolist()) for _ in range(6)]
+    assert max(np.diff(arrays.batch(queries)[0])) > levels.MAX_TERMS
+    live = rng.random(n_docs) < 0.8 if deletions else None
+    bar = None
+    if barred:  # each query's 3rd result as the bar (a live index's other segments)
+        o, d, s, m = union(arrays, queries, 3, live=live)
+        last = [o[i + 1] - 1 if o[i + 1] > o[i] else -1 for i in range(len(queries))]
+        bar = (np.array([s[i] if i >= 0 else 0.0 for i in last]), np.array([m[i] if i >= 0 else 0 for i in last]),
+               np.array([int(arrays.doc_rank[d[i]]) << 32 | int(d[i]) if i >= 0 else 1 << 62 for i in last]))
+    got = run(arrays, queries, k, live=live, bar=bar, **kw)
+    assert [a.tobytes() for a in got] == [a.tobytes() for a in union(arrays, queries, k, live=live, bar=bar)]
+    if live is None and bar is None:
+        assert_equals_reference(arrays, queries, k, got)

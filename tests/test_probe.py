@@ -11,10 +11,11 @@ from kernel_cases import (
     assert_long_queries_take_the_union,
     assert_same_bytes,
     assert_threads_agree_and_corrupt_postings_raise,
+    check_long_split,
     tie_queries,
 )
 from test_kernels import Arrays, corpus_st, queries_st
-from test_levels import check_bars
+from test_levels import check_bars, union
 from test_levels import run as by_levels
 from test_prune import assert_equals_reference, tie_heavy_ref
 
@@ -23,13 +24,15 @@ from ssr_engine.reference import ReferenceIndex
 
 # every query of two or more terms tries pruning, and probes are cheap (the default rule leaves small
 # collections to levels); no query takes `small` (but one-term queries with ids in row order)
-EAGER = (0.0, 0.0, 0.0, 1.0, 1.0, 0.5, 0.0, 64.0)
-# every query of two or more terms tries, and probes cost so much that `_complete` reads the other lists
-COMPLETE = (0.0, 0.0, 0.0, 1e9, 0.0, 0.5, 0.0, 64.0)
+EAGER = (0.0, 0.0, 0.0, 1.0, 1.0, 0.5, 0.0, 64.0, 16.0)
+# every query of two or more terms tries, and probes cost so much that `_complete` reads the other lists,
+# finding the survivors in them by binary search (COMPLETE) or by scans (COMPLETE_SCAN)
+COMPLETE = (0.0, 0.0, 0.0, 1e9, 0.0, 0.5, 0.0, 64.0, 0.0)
+COMPLETE_SCAN = (*COMPLETE[:8], float("inf"))
 # every query of at most MAX_TERMS terms takes `small`
-SMALL = (*probe.RULE[:6], float("inf"), float("inf"))
+SMALL = (*probe.RULE[:6], float("inf"), float("inf"), probe.RULE[8])
 # the default rule with no `small`: small collections go to levels
-LEVELS = (*probe.RULE[:6], 0.0, 0.0)
+LEVELS = (*probe.RULE[:6], 0.0, 0.0, probe.RULE[8])
 
 
 def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
@@ -41,7 +44,8 @@ def run(arrays: Arrays, queries, k, forward=True, rule=EAGER, **kw):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpus_st(), queries_st, st.one_of(st.none(), st.integers(1, 45)), st.sampled_from([1, 3, 1 << 16]),
-       st.sampled_from([1, 2]), st.sampled_from([1, 4, 1 << 20]), st.sampled_from([EAGER, COMPLETE, SMALL, probe.RULE]))
+       st.sampled_from([1, 2]), st.sampled_from([1, 4, 1 << 20]),
+       st.sampled_from([EAGER, COMPLETE, COMPLETE_SCAN, SMALL, probe.RULE]))
 def test_probe_matches_reference(ref, queries, k, block, threads, candidates, rule):
     arrays = Arrays(ref)
     assert_equals_reference(arrays, queries, k, run(arrays, queries, k, block=block, n_chunks=threads,
@@ -50,7 +54,7 @@ def test_probe_matches_reference(ref, queries, k, block, threads, candidates, ru
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(20, 600), st.integers(3, 14), st.integers(0, 10_000), st.integers(1, 700),
-       st.sampled_from([1, 7, 64, 1 << 14]), st.booleans(), st.sampled_from([EAGER, COMPLETE, SMALL]))
+       st.sampled_from([1, 7, 64, 1 << 14]), st.booleans(), st.sampled_from([EAGER, COMPLETE, COMPLETE_SCAN, SMALL]))
 def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block, ordered, rule):
     """Many terms of equal df (equal weights: many masks share a level and bounds tie with the k-th
     entry), duplicated documents, K from 1 past the pool; ids shuffled, or in row order (`monotone`)."""
@@ -69,7 +73,7 @@ def test_probe_with_heavy_ties(n_docs, n_words, seed, k, block, ordered, rule):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(20, 400), st.integers(3, 15), st.integers(0, 10_000), st.integers(1, 500),
        st.sampled_from([1, 7, 1 << 14]), st.booleans(), st.sampled_from([1, 2]),
-       st.sampled_from([EAGER, COMPLETE, SMALL, probe.RULE]), st.booleans())
+       st.sampled_from([EAGER, COMPLETE, COMPLETE_SCAN, SMALL, probe.RULE]), st.booleans())
 def test_a_bar_keeps_the_unbarred_results_that_rank_before_it(n_docs, n_words, seed, k, block, deletions, threads,
                                                               rule, ordered):
     """As levels' test of the same name: probe with a bar == the union without it, filtered by the bar
@@ -128,6 +132,15 @@ def test_it_prunes_and_its_stats_count():
 
 def test_long_queries_and_every_candidate_take_the_union():
     assert_long_queries_take_the_union(run)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(30, 800), st.integers(0, 10_000), st.integers(1, 400), st.sampled_from([1, 7, 1 << 14]),
+       st.booleans(), st.booleans(), st.sampled_from([EAGER, COMPLETE, COMPLETE_SCAN, SMALL, probe.RULE]))
+def test_long_queries_split_off_their_rarest_terms(n_docs, seed, k, block, deletions, barred, rule):
+    """Queries of 13-30 terms (`probe._long`: the lightest 12 through `search_one`, pruned or not, the rarest
+    terms' documents scored apart): the heap union's results, with deletions and behind a bar."""
+    check_long_split(run, union, n_docs, seed, k, deletions, barred, block=block, rule=rule)
 
 
 def test_deleted_documents_never_rank():

@@ -34,7 +34,7 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
-from .long import RARE_POSTINGS, merge_rare, rare_docs
+from .long import bar_of, merge_long, split_long
 from .packed import at
 from .split import first_level, or_lists
 from .ssr import DEFAULT_BLOCK, _bar_arrays, _search_one, block_start, open_lists, skip_past
@@ -403,33 +403,25 @@ def long_one(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights
     first 14 arrays): its lightest MAX_TERMS terms through levels, its rarest terms' documents scored
     apart (`long`). Returns the result count, -1 for corrupt postings, -3 when the rarest terms hold
     more than `long.RARE_POSTINGS` postings (the caller takes the heap union)."""
-    a = q_offsets[q]
-    nc, cd, cs, cm, ck = rare_docs(a, MAX_TERMS, q_offsets[q + 1] - a, q_terms, q_weights, indptr, docs, doc_rank,
-                                   n_docs, live, RARE_POSTINGS)
+    nc, rare, cap_h = split_long(q, k, MAX_TERMS, q_offsets, q_terms, q_weights, indptr, docs, doc_rank, n_docs,
+                                 live)
     if nc < 0:
-        return -1 if nc == -2 else -3
-    held = 0
-    for j in range(MAX_TERMS):
-        held += indptr[q_terms[a + j] + 1] - indptr[q_terms[a + j]]
-    cap_h = min(k + nc, held)  # at most nc of levels' results are C's documents
+        return nc
     hs, hm, hk = np.empty(cap_h, np.float64), np.empty(cap_h, np.int32), np.empty(cap_h, np.int64)
-    barred = bar_s.shape[0] != 0
-    b = q if barred else 0
     nh = 0
     if cap_h > 0:
         buf = (work[11][t], work[12][t], work[13][t])
         if buf[0].shape[0] < 4 * cap_h:
             buf = (np.empty(4 * cap_h, np.int64), np.empty(4 * cap_h, np.int32), np.empty(4 * cap_h, np.int64))
+        a = q_offsets[q]
+        hb_s, hb_m, hb_k = bar_of(bar_s, bar_m, bar_k, q)
         nh = _levels_one(0, indptr, docs, doc_rank, n_docs, np.array([a, a + MAX_TERMS]), q_weights, q_terms, width,
                          cap_h, live, work[0][t], work[1][t], work[2][t], work[3][t], work[4][t], work[5][t],
                          work[6][t], work[7][t], work[8][t], work[9][t], work[10][t], buf, 0, hk, hs, hm,
-                         bar_s[b : b + barred], bar_m[b : b + barred], bar_k[b : b + barred], monotone)
+                         hb_s, hb_m, hb_k, monotone)
         if nh < 0:
             return -1
-    if barred:
-        return merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, True, bar_s[q], bar_m[q],
-                          bar_k[q])
-    return merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, False, 0.0, 0, 0)
+    return merge_long(hs, hm, hk, nh, rare, cap, res_s, res_m, res_d, base, bar_s, bar_m, bar_k, q)
 
 
 @nb.njit(cache=True, nogil=True)

@@ -12,6 +12,9 @@ documents C of the other (rarest) terms, few when their lists are short, are sco
   their rare terms, so dropped here), which leaves at least k exact ones, the best outside C;
 - each C document is scored over all m terms (a binary search per term, summed in ascending weight:
   the canonical sum), and both parts merged by the full key give the top k (`merge_rare`).
+
+`split_long` and `merge_long` are the two ends; the light part in between is `levels` (`levels.long_one`) or,
+for method `ssr`, `probe.search_one` (probing where it pays: 1.1-1.5x on the long queries at 8.8M).
 """
 
 from __future__ import annotations
@@ -74,6 +77,39 @@ def rare_docs(a, h, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live,
         ck[nc] = doc_key(doc_rank[d], d)
         nc += 1
     return nc, cd[:nc], cs[:nc], cm[:nc], ck[:nc]
+
+
+@nb.njit(cache=True, nogil=True)
+def split_long(q, k, h, q_offsets, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live):
+    """Query q's documents C of its terms h..m-1 (`rare_docs`), and how many results its terms 0..h-1 must give
+    (k + |C|, at most their postings). Returns (|C| or -1 for corrupt postings or -3 when those lists hold more
+    than RARE_POSTINGS, C's (docs, scores, matches, keys), that count)."""
+    a = q_offsets[q]
+    nc, cd, cs, cm, ck = rare_docs(a, h, q_offsets[q + 1] - a, q_terms, q_weights, indptr, docs, doc_rank, n_docs,
+                                   live, RARE_POSTINGS)
+    held = 0
+    for j in range(h):
+        held += indptr[q_terms[a + j] + 1] - indptr[q_terms[a + j]]
+    return (-1 if nc == -2 else -3) if nc < 0 else nc, (cd, cs, cm, ck), min(k + nc, held)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def bar_of(bar_s, bar_m, bar_k, q):
+    """The caller's bar of query q as arrays of one entry (of none when there is no bar), for a sub-query 0."""
+    b = q if bar_s.shape[0] != 0 else 0
+    n = 1 if bar_s.shape[0] != 0 else 0
+    return bar_s[b : b + n], bar_m[b : b + n], bar_k[b : b + n]
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_long(hs, hm, hk, nh, rare, cap, res_s, res_m, res_d, base, bar_s, bar_m, bar_k, q):
+    """The top cap of query q (`merge_rare`) from its light part's results hs/hm/hk[:nh] and C (`split_long`),
+    under the caller's bar (bar_*[q]; empty: none)."""
+    cd, cs, cm, ck = rare
+    if bar_s.shape[0] != 0:
+        return merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, True, bar_s[q], bar_m[q],
+                          bar_k[q])
+    return merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, False, 0.0, 0, 0)
 
 
 @nb.njit(cache=True, nogil=True)

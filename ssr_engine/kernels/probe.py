@@ -1,5 +1,6 @@
 # Over 400 lines on purpose: the essential-set search (collect, bound, probe or complete, grow E) is one
-# argument for exactness (the docstring), kept in one module with its batch entry points.
+# argument for exactness (the docstring), kept in one module with its batch entry points (and `_long`, which
+# calls `search_one` and is called by `_query`: in another module it would import this one and be imported by it).
 """Heavy lists first, then bounded probes: exact pruning for SSR (method `probe`, DESIGN.md section 4).
 
 Same inputs and outputs as `levels.search_batch` plus the forward index; the same results bit for bit.
@@ -29,7 +30,8 @@ k found: when the all-non-E mask ranks strictly after that bar). Otherwise the k
 mask still ranks strictly after it) and the query is redone; when E would hold more than RULE[5] of
 the query's postings (pruning cannot pay), or more than the candidate buffer, `levels` reads them all.
 
-Queries of more than `levels.MAX_TERMS` terms take `levels.long_one`, and k <= 0 `ssr._search_one`, as in `levels`.
+Queries of more than `levels.MAX_TERMS` terms take `_long` (as `levels.long_one`, their lightest terms through
+`search_one`), and k <= 0 `ssr._search_one`, as in `levels`.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import numpy as np
 from . import levels
 from .forward import row_contains
 from .levels import _BUFFER, _MASKS, MAX_TERMS, _levels_one, _tables, first_at, long_one, next_block
+from .long import bar_of, merge_long, split_long
 from .packed import at
 from .prune import _contains, _gallop
 from .small import _df, small_one
@@ -55,16 +58,17 @@ _FIRST = 2
 # postings, or of even lists, the tries, probes and re-reads cost more than levels: benchmarks/RESULTS.md),
 # RULE[3], what a forward-row probe costs in sequentially read postings (measured: ~500 ns against
 # ~5 ns at 8.8M, where the rows miss cache and TLB): a probe count above it makes reading another list pay;
-# RULE[4], what a posting of a non-E list costs in `_complete` (a load and a masked store, no new candidate);
+# RULE[4], what a posting of a non-E list costs in `_complete` (a load and a masked store, no new candidate; most
+# are never read: survivors bounded again before each long list, searched when few);
 # RULE[5]: essential lists holding more than this share of a query's postings: levels reads them all instead;
 # RULE[6]: queries of fewer postings (and of one term, with ids in row order) take `small`: its gallops missed
 # cache (~120 ns each on real short texts) where levels' reads are sequential, so it pays only on tiny queries;
-# RULE[7]: ... and of at most this many results wanted (at K=1000 its heap cost more than levels' buffer)
-RULE = (32768.0, 128.0, 0.75, 64.0, 0.35, 0.5, 200.0, 64.0)
+# RULE[7]: ... and of at most this many results wanted (at K=1000 its heap cost more than levels' buffer);
+# RULE[8]: in `_complete`, a block's postings of a non-E list are searched per surviving candidate rather than
+# scanned when they outnumber the survivors by more than this (each binary search costs ~log2 of them in
+# dependent loads that miss cache at 8.8M, where a scan streams)
+RULE = (32768.0, 128.0, 0.75, 64.0, 0.05, 0.5, 200.0, 64.0, 64.0)
 _RULE = np.asarray(RULE, dtype=np.float64)  # as the kernels take it (made once: a single query's call is µs)
-# in `_complete`, a block's postings of a non-E list are searched per candidate rather than scanned when
-# they outnumber the candidates by more than this (a binary search costs ~log2 of them in dependent loads)
-_SEARCH = 16
 # levels' blocks are widened 4x at a time (up to WIDEN x the caller's) while a block holds under this many
 # postings of the query on average
 _PER_BLOCK = 512
@@ -132,14 +136,15 @@ def _tie_out(d, s, m, bar, bar_doc, at_root, root_key, doc_rank, monotone):
 
 @nb.njit(cache=True, nogil=True)
 def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mask, touched, cur, end, last, score,
-              pop, cap, base, res_d, res_s, res_m, bar, monotone):
+              pop, cap, base, res_d, res_s, res_m, bar, monotone, search):
     """What `_attempt` returns, by one pass in blocks instead of probes: E's lists OR their bits into the
     block's masks (the candidates); a candidate whose bound (its E mask | every non-E bit) cannot enter the
-    heap or pass the bar is dropped there; each other list, its cursor galloped to the block, ORs its bit
-    only into the survivors (a posting's whole cost: one load and one masked store), or where the block
-    holds far fewer survivors than the list's postings, finds each survivor by binary search; a block
-    without survivors leaves the other lists unread. Every survivor's mask is then exact.
-    Returns the heap size, or -1 for corrupt postings.
+    heap or pass the bar is dropped there. The other lists follow heaviest first, each cursor galloped to
+    the block: a list ORs its bit only into the survivors (a posting's whole cost: one load and one masked
+    store), or where the block holds far fewer survivors than the list's postings, finds each survivor by
+    binary search; after each list the survivors are bounded again (their bits so far | the lighter lists'
+    bits), so the lightest, longest lists meet fewest. A block without survivors leaves the rest unread.
+    Every survivor's mask is then exact. Returns the heap size, or -1 for corrupt postings.
     """
     bs, bm, bk = bar
     nonE = (1 << p) - 1
@@ -170,13 +175,32 @@ def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mas
                     continue
             touched[ns] = x
             ns += 1
-        if ns == 0:
-            continue
-        for j in range(p):
+        for j in range(p - 1, -1, -1):
+            if ns == 0:
+                break
             bit = np.uint16(1 << j)
             c = _gallop(docs, cur[j], end[j], lo)  # the list's postings in the block: [c, z)
             z = _gallop(docs, c, end[j], hi)
-            if ns * _SEARCH < z - c:  # few survivors: a binary search each instead of a scan
+            cur[j] = z
+            if j < p - 1 and z - c > ns:  # a long list ahead: bound the survivors again (bits so far | 0..j)
+                rest = (1 << (j + 1)) - 1
+                n2 = 0
+                for i in range(ns):
+                    x = touched[i]
+                    ub = mask[x] | rest
+                    us = score[ub]
+                    um = pop[ub]
+                    keep = not (rejects(res_s, res_m, base, size, cap, us, um) or us < bs or (us == bs and um < bm))
+                    if keep and ((size == cap and us == res_s[base] and um == res_m[base]) or (us == bs and um == bm)):
+                        keep = not _tie_out(lo + x, us, um, bar, bar_doc, size == cap and us == res_s[base] and
+                                            um == res_m[base], res_d[base], doc_rank, monotone)
+                    if keep:
+                        touched[n2] = x
+                        n2 += 1
+                    else:
+                        mask[x] = 0
+                ns = n2
+            if ns * search < z - c:  # few survivors: a binary search each instead of a scan
                 for i in range(ns):
                     if _contains(docs, c, z, lo + touched[i]):
                         mask[touched[i]] |= bit
@@ -189,7 +213,6 @@ def _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mas
                     prev = d
                     v = mask[d - lo]
                     mask[d - lo] = v | (bit * np.uint16(v != 0))
-            cur[j] = z
         for i in range(ns):
             x = touched[i]
             msk = mask[x]
@@ -263,7 +286,7 @@ def _attempt(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, 
         stats[0] += rest
         stats[4] += rest
         return _complete(a, p, m, q_terms, indptr, docs, doc_rank, n_docs, block, live, mask, touched, cur, end,
-                         last, score, pop, cap, base, res_d, res_s, res_m, bar, monotone), False
+                         last, score, pop, cap, base, res_d, res_s, res_m, bar, monotone, rule[8]), False
     probe_cost = rule[3]
     size = 0
     probes = 0
@@ -457,6 +480,31 @@ def search_one(q, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_
 
 
 @nb.njit(cache=True, nogil=True)
+def _long(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, width, cap, live,
+          work, t, base, res_d, res_s, res_m, bar_s, bar_m, bar_k, rule, stats, monotone):
+    """Query q of more than MAX_TERMS terms, as `levels.long_one` (`long`), its lightest MAX_TERMS terms through
+    `search_one` (levels' own call where their results would overflow the workspace's buffer). Returns the
+    result count, -1 for corrupt postings, -3 when the rarest terms hold too many postings."""
+    nc, rare, cap_h = split_long(q, k, MAX_TERMS, q_offsets, q_terms, q_weights, indptr, docs, doc_rank, n_docs,
+                                 live)
+    if nc < 0:
+        return nc
+    if 4 * cap_h > work[11].shape[1]:
+        return long_one(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, cap, live, work,
+                        t, base, res_d, res_s, res_m, bar_s, bar_m, bar_k, monotone)
+    hs, hm, hk = np.empty(cap_h, np.float64), np.empty(cap_h, np.int32), np.empty(cap_h, np.int64)
+    nh = 0
+    if cap_h > 0:
+        a = q_offsets[q]
+        hb_s, hb_m, hb_k = bar_of(bar_s, bar_m, bar_k, q)
+        nh = search_one(0, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, np.array([a, a + MAX_TERMS]), q_weights,
+                        q_terms, width, cap_h, live, work, t, 0, hk, hs, hm, rule, stats, hb_s, hb_m, hb_k, monotone)
+        if nh < 0:
+            return -1
+    return merge_long(hs, hm, hk, nh, rare, cap, res_s, res_m, res_d, base, bar_s, bar_m, bar_k, q)
+
+
+@nb.njit(cache=True, nogil=True)
 def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, width, live,
            caps_off, res_d, res_s, res_m, work, t, bar_s, bar_m, bar_k, rule, stats, monotone):
     """Query q on workspace row t: `search_one` for 1..MAX_TERMS terms and k > 0, `levels.long_one` for
@@ -470,8 +518,8 @@ def _query(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_t
                           width, cap, live, work, t, base, res_d, res_s, res_m, rule, stats[q], bar_s, bar_m, bar_k,
                           monotone)
     if k > 0:  # more terms: the rarest ones' documents scored apart (`levels.long_one`) where they are few
-        got = long_one(q, k, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, cap, live, work, t,
-                       base, res_d, res_s, res_m, bar_s, bar_m, bar_k, monotone)
+        got = _long(q, k, indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, width,
+                    cap, live, work, t, base, res_d, res_s, res_m, bar_s, bar_m, bar_k, rule, stats[q], monotone)
         if got != -3:
             return got
     return _search_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, width, work[14][t],
