@@ -44,12 +44,13 @@ class Answers:
         self._table: np.ndarray | None = None  # uint8[N, w], or 0 columns: ids without a fixed width
         self._monotone = False
         self._helpers: Helpers = searcher._helpers
+        self._sizes: dict[int, tuple[int, int, int]] = {}  # k: a call's (block width, k, buffer entries)
 
     def _id_table(self) -> np.ndarray:
         """The id table (read on first use, with whether ids ascend in row order: the kernels' `monotone`)."""
         if self._table is None:
             table = self._searcher.index.id_table()
-            self._monotone = bool(probe.ascending(self._ix[2]))
+            self._monotone = self._searcher.monotone
             self._table = np.zeros((0, 0), np.uint8) if table is None else table
         return self._table
 
@@ -59,7 +60,10 @@ class Answers:
         index = s.index
         table = self._id_table()
         data, q_offsets = utf8(queries)
-        _, _, width, k, _, entries = levels.plan(index.n_docs, _ONE, k, s.block, 1, levels._BUFFER)
+        if k not in self._sizes:
+            _, _, width, most, _, entries = levels.plan(index.n_docs, _ONE, k, s.block, 1, levels._BUFFER)
+            self._sizes[k] = (width, most, entries)
+        width, k, entries = self._sizes[k]
         holder = getattr(self._local, "work", None)
         if holder is None:
             holder = self._local.work = [None]

@@ -164,6 +164,13 @@ class Searcher(StoredText):
         return self.index.n_docs
 
     @property
+    def monotone(self) -> bool:
+        """Whether id ranks ascend in row order (ids in row order): the kernels' `monotone` (one pass, once)."""
+        if self._ascending is None:
+            self._ascending = bool(probe.ascending(self._csr[2]))
+        return self._ascending
+
+    @property
     def settings(self) -> dict[str, Any]:
         return {"weight": "ln((N + 1) / (df + 1)) + 1", "order": "score desc, matches desc, id asc"}
 
@@ -255,15 +262,13 @@ class Searcher(StoredText):
                     work = [None]
                     setattr(self._local, method, work)
                 indptr, docs, doc_rank = self._csr
-                if self._ascending is None:  # ids in row order: the kernels' `monotone` (one pass, once)
-                    self._ascending = bool(probe.ascending(doc_rank))
             if method == "ssr":
                 return probe.search_batch(indptr, docs, doc_rank, self.n_docs, *self._fwd,
                                           qb.offsets, qb.terms, qb.weights, k, block=self.block, n_chunks=threads,
-                                          work=work, monotone=self._ascending)
+                                          work=work, monotone=self.monotone)
             if method == "levels":
                 return levels.search_batch(indptr, docs, doc_rank, self.n_docs, qb.offsets, qb.terms, qb.weights, k,
-                                           block=self.block, n_chunks=threads, work=work, monotone=self._ascending)
+                                           block=self.block, n_chunks=threads, work=work, monotone=self.monotone)
             if method == "union":
                 return kernels.search_batch(ix.postings_indptr, ix.postings, ix.doc_rank, self.n_docs,
                                             qb.offsets, qb.terms, qb.weights, k, block=self.block)
