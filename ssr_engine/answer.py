@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numba
 import numpy as np
 
 from .ids import ucs4_ids
@@ -28,6 +29,8 @@ _FLAT_MOST = 1 << 20
 # queries per piece a thread takes at a time: at least _PIECE[0], at most _PIECE[1] (short GIL-held
 # stretches, balance), aiming at 8 pieces per thread
 _PIECE = (16, 64)
+# queries per call on one thread: bounds the result buffers (k entries a query)
+BATCH = 1024
 _ONE = np.zeros(2, dtype=np.int64)  # one query's offsets: `levels.plan`'s sizes for a call on one thread
 
 
@@ -82,6 +85,15 @@ class Answers:
                 levels.corrupt(work)
         ids = ucs4_ids(rows) if table.shape[1] else s.external_ids(docs)
         return offsets, docs, scores, matches, ids
+
+    def batch(self, queries: list[str], k: int, method: str, threads: int | None) -> list[SearchResult]:
+        """Every query's top k (k >= 1) on `threads` threads (None: Numba's current count); one query or one
+        thread runs on the calling thread (no thread to wake)."""
+        n = numba.get_num_threads() if threads is None else threads
+        pieces = max(1, min(n, -(-len(queries) // _PIECE[0])))
+        if pieces > 1:
+            return self.threaded(queries, k, method, pieces)
+        return [r for a in range(0, len(queries), BATCH) for r in self.serial(queries[a : a + BATCH], k, method)]
 
     def serial(self, queries: list[str], k: int, method: str) -> list[SearchResult]:
         """The queries' results on the calling thread alone."""

@@ -13,7 +13,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from .answer import _PIECE, Answers
+from .answer import BATCH, Answers
 from .errors import IndexFormatError, SsrError
 from .extract import Extractor
 from .format import Index, verify_index, verify_opened
@@ -52,8 +52,6 @@ pays, else what levels reads (`kernels.probe`, the fastest measured); levels rea
 the query's terms as term masks ranked by levels (`kernels.levels`); union reads them into float
 accumulators and a heap (`kernels.ssr`, the check); maxscore prunes exactly (MaxScore in document
 order, `kernels.prune`); exhaustive scans the forward index. All give identical results, bit for bit."""
-# queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)
-_BATCH = 1024
 _BATCH_ALL = 64
 # methods answered one kernel call a piece (`answer`), their batches on Python threads
 _THREADED = ("ssr", "levels")
@@ -214,12 +212,7 @@ class Searcher(StoredText):
         queries = list(queries)
         if method in _THREADED and k is not None:  # one kernel call a piece (`answer`)
             check_threads(threads)
-            n = numba.get_num_threads() if threads is None else threads
-            pieces = max(1, min(n, -(-len(queries) // _PIECE[0])))
-            if pieces == 1:  # one query or one thread: on the calling thread (no thread team to wake)
-                return [r for start in range(0, len(queries), _BATCH)
-                        for r in self._answers.serial(queries[start : start + _BATCH], k, method)]
-            return self._answers.threaded(queries, k, method, pieces)
+            return self._answers.batch(queries, k, method, threads)
         # the inverted kernel is parallel over queries, the scan over documents
         with numba_threads(threads, len(queries) if method != "exhaustive" else None):
             results: list[SearchResult] = []
@@ -245,8 +238,8 @@ class Searcher(StoredText):
             return _BATCH_ALL
         if method == "exhaustive":
             per_query = 20 * k * numba.get_num_threads()  # score + matches + doc per heap entry
-            return max(1, min(_BATCH * 4, _EXHAUSTIVE_HEAP_BYTES // per_query))
-        return _BATCH
+            return max(1, min(BATCH * 4, _EXHAUSTIVE_HEAP_BYTES // per_query))
+        return BATCH
 
     def run_kernel(self, qb: QueryBatch, k: int | None, method: str | None = None, threads: int | None = None):
         """The kernel's flat result for a prepared batch: (offsets, docs, scores, matches).
