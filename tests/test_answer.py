@@ -57,8 +57,9 @@ def test_corrupt_postings_fail_the_call_and_leave_the_workspace_clean(tmp_path):
     searcher = Searcher(out)
     t = searcher.index.term_of("w1")
     a = int(searcher.index.postings_indptr[t])
+    path = searcher.index.path / "postings_docs.npy"  # the commit's segment
     searcher.index.close()
-    arr = np.load(out / "postings_docs.npy", mmap_mode="r+")
+    arr = np.load(path, mmap_mode="r+")
     arr[a], arr[a + 1] = arr[a + 1], arr[a]
     arr.flush()
     del arr
