@@ -73,7 +73,7 @@ from .generations import (
     read_owner,
     v1_error,
 )
-from .ids import fixed_width_ids
+from .ids import fixed_width_ids, ucs4_ids
 from .manifest import (  # noqa: F401
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -245,11 +245,15 @@ class Index(TermTable):
         if self._id_fixed is not None:
             from .kernels.id_table import gather_ids_ucs4
 
-            width = self._id_fixed.shape[1]
-            return gather_ids_ucs4(self._id_fixed, docs).view(f"<U{width}").reshape(-1)
+            return ucs4_ids(gather_ids_ucs4(self._id_fixed, docs))
         if docs.shape[0] == 0:
             return np.empty(0, dtype="U1")
         return np.array(self._id_arrow.take(docs).to_pylist(), dtype=str)
+
+    def id_table(self) -> np.ndarray | None:
+        """The fixed-width id table `ids_of` gathers from (uint8[N, w], ASCII bytes), or None (other ids)."""
+        self._load_ids()
+        return self._id_fixed
 
     def internal_id(self, doc_id: str) -> int | None:
         """The internal id of an external id, or None."""

@@ -39,6 +39,11 @@ def id_order(ids: Sequence[str]) -> list[int]:
 FIXED_ID_MAX = 32  # ids up to this many bytes (ASCII) get the fixed-width table
 
 
+def ucs4_ids(rows: np.ndarray) -> np.ndarray:
+    """Id rows gathered from a fixed-width table as UCS-4 code units (uint32[n, w]) as a `<U{w}` str array."""
+    return rows.view(f"<U{rows.shape[1]}").reshape(-1)
+
+
 def fixed_width_ids(ids: Any) -> np.ndarray | None:
     """An Arrow string array as a zero-padded uint8[N, longest] table, or None (non-ASCII or long ids)."""
     if len(ids) == 0:

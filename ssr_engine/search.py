@@ -13,13 +13,14 @@ from typing import Any
 import numba
 import numpy as np
 
+from .answer import BATCH, Answers
 from .errors import IndexFormatError, SsrError
 from .extract import Extractor
 from .format import Index, verify_index, verify_opened
 from .hashing import hash_mask, hash_spans
 from .kernels import levels, probe, prune
 from .kernels import ssr as kernels
-from .kernels.candidates import region_offsets, union_sizes
+from .kernels.candidates import union_sizes
 from .kernels.query import prepare
 from .kernels.terms import lookup
 from .pieces import Helpers
@@ -51,17 +52,9 @@ pays, else what levels reads (`kernels.probe`, the fastest measured); levels rea
 the query's terms as term masks ranked by levels (`kernels.levels`); union reads them into float
 accumulators and a heap (`kernels.ssr`, the check); maxscore prunes exactly (MaxScore in document
 order, `kernels.prune`); exhaustive scans the forward index. All give identical results, bit for bit."""
-# queries per kernel call: bounds the result buffers (k entries, or every candidate, per query)
-_BATCH = 1024
 _BATCH_ALL = 64
-# rows (the kernels' bound) up to which a threaded batch's pieces write into one flat set of arrays: beyond,
-# the fresh pages cost more than they give back (6,980 queries at K=1000 on 2 threads: 0.67-0.74x q/s)
-_FLAT_MOST = 1 << 20
-# methods whose kernels have a serial, GIL-free entry: their batches run on Python threads (below)
+# methods answered one kernel call a piece (`answer`), their batches on Python threads
 _THREADED = ("ssr", "levels")
-# queries per piece a thread takes at a time: at least _PIECE[0] (a call's fixed cost), at most
-# _PIECE[1] (short GIL-held stretches, balance), aiming at 8 pieces per thread
-_PIECE = (16, 64)
 # bytes of per-thread heaps the exhaustive scan may hold for one batch
 _EXHAUSTIVE_HEAP_BYTES = 256 << 20
 
@@ -138,6 +131,7 @@ class Searcher(StoredText):
         self._csr = (index.postings_indptr.view(np.ndarray), index.postings, index.doc_rank.view(np.ndarray))
         self._fwd = (index.forward_indptr.view(np.ndarray), index.forward)  # probe's forward rows, as plain arrays
         self._ascending: bool | None = None
+        self._answers = Answers(self)
 
     def reopen(self) -> bool:
         """Move to the index's newest commit (after `ssr add`, `delete`, `compact` or a rebuild).
@@ -166,6 +160,13 @@ class Searcher(StoredText):
         if self._live is not None:
             return self._live.n_docs
         return self.index.n_docs
+
+    @property
+    def monotone(self) -> bool:
+        """Whether id ranks ascend in row order (ids in row order): the kernels' `monotone` (one pass, once)."""
+        if self._ascending is None:
+            self._ascending = bool(probe.ascending(self._csr[2]))
+        return self._ascending
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -209,20 +210,9 @@ class Searcher(StoredText):
         if self._live is not None:
             return self._live.search_batch(queries, k, threads, method=method)
         queries = list(queries)
-        if len(queries) == 1 and method == "ssr":  # the lean single-query preparation, probe's one thread
+        if method in _THREADED and k is not None:  # one kernel call a piece (`answer`)
             check_threads(threads)
-            return self._serial(queries, k, method)
-        if method in _THREADED and k is not None:
-            check_threads(threads)
-            n = numba.get_num_threads() if threads is None else threads
-            pieces = max(1, min(n, -(-len(queries) // _PIECE[0])))
-            if len(queries) <= 1 or pieces == 1:
-                # one query or one thread: the serial kernel entries on the calling thread (no thread team
-                # to wake); one thread means one for the id gather too
-                with numba_threads(1):
-                    return [r for start in range(0, len(queries), _BATCH)
-                            for r in self._serial(queries[start : start + _BATCH], k, method)]
-            return self._threaded(queries, k, method, pieces)
+            return self._answers.batch(queries, k, method, threads)
         # the inverted kernel is parallel over queries, the scan over documents
         with numba_threads(threads, len(queries) if method != "exhaustive" else None):
             results: list[SearchResult] = []
@@ -232,52 +222,6 @@ class Searcher(StoredText):
                 offsets, docs, scores, matches = self.run_kernel(qb, k, method)
                 results += split_results(offsets, self.external_ids(docs), docs, scores, matches)
             return results
-
-    def _serial(self, queries: list[str], k: int | None, method: str) -> list[SearchResult]:
-        """Queries on the calling thread alone: every step is a serial kernel that releases the GIL
-        (preparation, search, ids), so other threads run theirs meanwhile."""
-        offsets, docs, scores, matches = self.run_kernel(self.query_batch(queries), k, method, threads=1)
-        return split_results(offsets, self.external_ids(docs), docs, scores, matches)
-
-    def _threaded(self, queries: list[str], k: int, method: str, threads: int) -> list[SearchResult]:
-        """A batch on `threads` Python threads taking pieces of queries (`pieces.Helpers`) twice: the preparation
-        (GIL-free), then the kernel (GIL-free), ids and result objects (the GIL, overlapping other threads'
-        kernels). Each piece writes its rows into its region of one flat set of arrays for the batch, sized by
-        the kernels' bound (min(k, the terms' postings) a query): results are views of four arrays that go back
-        to the system whole when dropped (pieces' own arrays, made in the threads' glibc heaps, stayed resident:
-        +300 MiB RssAnon after 6,980 queries at K=1000). Results in query order."""
-        size = max(_PIECE[0], min(_PIECE[1], -(-len(queries) // (8 * threads))))
-        batches = self._helpers.map(self.query_batch, [queries[a : a + size] for a in range(0, len(queries), size)],
-                                    threads)
-        starts = np.zeros(len(batches) + 1, dtype=np.int64)
-        np.cumsum([int(region_offsets(qb.offsets, qb.terms, self._csr[0], k)[-1]) for qb in batches], out=starts[1:])
-        total = int(starts[-1])
-        if total > _FLAT_MOST:  # each piece's own arrays: a flat set this large is fresh pages, faulted by both threads
-            return [r for part in self._helpers.map(lambda qb: self._results(qb, k, method), batches, threads)
-                    for r in part]
-        docs, scores, matches = (np.empty(total, dtype=t) for t in (np.int64, np.float64, np.int32))
-        ids = np.empty(total, dtype=self.external_ids(np.zeros(min(1, self.index.n_docs), dtype=np.int64)).dtype)
-
-        def piece(j: int) -> list[SearchResult]:
-            offsets, d, s, m = self._piece(batches[j], k, method)
-            a, b = int(starts[j]), int(starts[j]) + d.shape[0]
-            docs[a:b], scores[a:b], matches[a:b] = d, s, m
-            got = self.external_ids(d)
-            if got.dtype.itemsize > ids.dtype.itemsize:  # ids wider than the first (ids without a fixed width)
-                return split_results(offsets, got, d, s, m)
-            ids[a:b] = got
-            return split_results(offsets + a, ids, docs, scores, matches)
-
-        parts = self._helpers.map(piece, range(len(batches)), threads)
-        return [r for part in parts for r in part]
-
-    def _results(self, qb: QueryBatch, k: int, method: str) -> list[SearchResult]:
-        offsets, docs, scores, matches = self._piece(qb, k, method)
-        return split_results(offsets, self.external_ids(docs), docs, scores, matches)
-
-    def _piece(self, qb: QueryBatch, k: int, method: str):
-        """A threaded batch's piece through the kernel: (offsets, docs, scores, matches)."""
-        return self.run_kernel(qb, k, method, threads=1)
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
         """int64[Q]: documents sharing a signal with each query (score > 0), before the top-k cut."""
@@ -294,8 +238,8 @@ class Searcher(StoredText):
             return _BATCH_ALL
         if method == "exhaustive":
             per_query = 20 * k * numba.get_num_threads()  # score + matches + doc per heap entry
-            return max(1, min(_BATCH * 4, _EXHAUSTIVE_HEAP_BYTES // per_query))
-        return _BATCH
+            return max(1, min(BATCH * 4, _EXHAUSTIVE_HEAP_BYTES // per_query))
+        return BATCH
 
     def run_kernel(self, qb: QueryBatch, k: int | None, method: str | None = None, threads: int | None = None):
         """The kernel's flat result for a prepared batch: (offsets, docs, scores, matches).
@@ -311,15 +255,13 @@ class Searcher(StoredText):
                     work = [None]
                     setattr(self._local, method, work)
                 indptr, docs, doc_rank = self._csr
-                if self._ascending is None:  # ids in row order: the kernels' `monotone` (one pass, once)
-                    self._ascending = bool(probe.ascending(doc_rank))
             if method == "ssr":
                 return probe.search_batch(indptr, docs, doc_rank, self.n_docs, *self._fwd,
                                           qb.offsets, qb.terms, qb.weights, k, block=self.block, n_chunks=threads,
-                                          work=work, monotone=self._ascending)
+                                          work=work, monotone=self.monotone)
             if method == "levels":
                 return levels.search_batch(indptr, docs, doc_rank, self.n_docs, qb.offsets, qb.terms, qb.weights, k,
-                                           block=self.block, n_chunks=threads, work=work, monotone=self._ascending)
+                                           block=self.block, n_chunks=threads, work=work, monotone=self.monotone)
             if method == "union":
                 return kernels.search_batch(ix.postings_indptr, ix.postings, ix.doc_rank, self.n_docs,
                                             qb.offsets, qb.terms, qb.weights, k, block=self.block)

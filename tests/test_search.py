@@ -230,32 +230,33 @@ def test_cli_on_cranfield_matches_reference(tmp_path, capsys, cranfield):
 
 @pytest.mark.parametrize("method", ["ssr", "levels"])
 def test_threaded_pieces_give_the_reference_in_query_order(small, monkeypatch, method):
-    """A batch cut into many pieces taken by two threads (`Searcher._threaded`) answers every query
+    """A batch cut into many pieces taken by two threads (`answer.Answers.threaded`) answers every query
     as the reference does, in query order; a piece that fails fails the call, and the searcher
     answers the next call."""
-    from ssr_engine import search as search_module
+    from ssr_engine import answer
+    from ssr_engine.answer import Answers
 
     searcher, ref, queries = small
-    monkeypatch.setattr(search_module, "_PIECE", (1, 3))
+    monkeypatch.setattr(answer, "_PIECE", (1, 3))
     for k in (1, 10, 10_000):
         for threads in (1, 2):
             results = searcher.search_batch(queries, k, threads=threads, method=method)
             assert len(results) == len(queries)
             for q, res in zip(queries, results, strict=True):
                 assert_same(res, ref.search(q, k))
-    piece = Searcher._piece
+    piece = Answers.__call__
     calls = []
 
-    def failing(self, qb, k, method):
-        calls.append(len(qb.offsets) - 1)
+    def failing(self, queries, k, method):
+        calls.append(len(queries))
         if len(calls) == 5:
             raise RuntimeError("piece failed")
-        return piece(self, qb, k, method)
+        return piece(self, queries, k, method)
 
-    monkeypatch.setattr(Searcher, "_piece", failing)
+    monkeypatch.setattr(Answers, "__call__", failing)
     with pytest.raises(RuntimeError, match="piece failed"):
         searcher.search_batch(queries, 10, threads=2, method=method)
-    monkeypatch.setattr(Searcher, "_piece", piece)
+    monkeypatch.setattr(Answers, "__call__", piece)
     for q, res in zip(queries, searcher.search_batch(queries, 10, threads=2, method=method), strict=True):
         assert_same(res, ref.search(q, 10))
 
@@ -307,14 +308,14 @@ def test_weight_kernel_is_signal_weight_bit_for_bit():
 def test_threaded_pieces_with_ids_of_any_width(tmp_path, monkeypatch):
     # ids without a fixed-width table (non-ASCII, of growing length): a piece whose ids are wider than the
     # batch's first keeps its own arrays; the results still equal the reference's, in query order
-    from ssr_engine import search as search_module
+    from ssr_engine import answer
 
     ids = ["é"] + [f"d{'ü' * (i % 7)}{i}" for i in range(1, 60)]
     texts = [" ".join(f"w{(i * j) % 13}" for j in range(1, 6)) for i in range(60)]
     searcher = Searcher(build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True))
     ref = ReferenceIndex.from_texts(ids, texts)
     queries = [f"w{i % 13} w{(i + 3) % 13}" for i in range(40)]
-    monkeypatch.setattr(search_module, "_PIECE", (1, 2))
+    monkeypatch.setattr(answer, "_PIECE", (1, 2))
     for k in (1, 5, 100):
         for q, res in zip(queries, searcher.search_batch(queries, k, threads=2), strict=True):
             assert_same(res, ref.search(q, k))

@@ -522,11 +522,16 @@ def run(serial, sliced, args, threads, nq, work):
             nb.set_parallel_chunksize(old_chunk)
             nb.set_num_threads(before)
     if bad:
-        for a in (work[0], work[14], work[15]):  # mask, acc, cnt: left dirty by the abandoned query
-            a[...] = 0
-        raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document "
-                               "id >= N")
+        corrupt(work)
     return tuple(out)
+
+
+def corrupt(work):
+    """After a call abandoned on corrupt postings: clear the workspace's zeroed arrays (mask, acc, cnt: left
+    dirty by the abandoned query) and raise `CorruptIndexData`."""
+    for a in (work[0], work[14], work[15]):
+        a[...] = 0
+    raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a document id >= N")
 
 
 def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, k, block=DEFAULT_BLOCK,

@@ -576,6 +576,18 @@ def workspace(rows, width, longest=64, entries=_BUFFER, candidates=_CANDIDATES):
             np.empty((rows, candidates), np.uint32), *(np.empty((rows, _MASKS), np.int64) for _ in range(3)))
 
 
+def fit_workspace(holder, rows, width, n_docs, longest, entries, candidates=_CANDIDATES):
+    """Keep holder[0] a `workspace` serving a call of these sizes (`levels.plan`'s), replaced when it does not.
+
+    Its blocks are `width` * WIDEN wide (for sparse queries, `search_one`). Returns the workspace."""
+    n_cand = max(1, min(candidates, n_docs))
+    wide = min(width * WIDEN, max(n_docs, 1))
+    if not (levels.fits(holder[0], rows, wide, longest, entries) and holder[0][16].shape[1] == n_cand):
+        rows = max(rows, holder[0][0].shape[0] if holder[0] is not None else 1)
+        holder[0] = workspace(rows, wide, max(longest, 64), entries, n_cand)
+    return holder[0]
+
+
 def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_terms, q_weights, k,
                  block=DEFAULT_BLOCK, n_chunks=None, live=None, buffer=_BUFFER, candidates=_CANDIDATES, rule=RULE,
                  stats=None, bar=None, work=None, monotone=False):
@@ -598,12 +610,8 @@ def search_batch(indptr, docs, doc_rank, n_docs, fwd_indptr, fwd, q_offsets, q_t
     q_offsets = np.asarray(q_offsets, dtype=np.int64)
     nq = len(q_offsets) - 1
     threads, rows, width, k, longest, entries = levels.plan(n_docs, q_offsets, k, block, n_chunks, buffer)
-    n_cand = max(1, min(candidates, n_docs))
-    wide = min(width * WIDEN, max(n_docs, 1))  # the workspace's blocks, for sparse queries (search_one)
     holder = [None] if work is None else work
-    if not (levels.fits(holder[0], rows, wide, longest, entries) and holder[0][16].shape[1] == n_cand):
-        rows = max(rows, holder[0][0].shape[0] if holder[0] is not None else 1)
-        holder[0] = workspace(rows, wide, max(longest, 64), entries, n_cand)
+    fit_workspace(holder, rows, width, n_docs, longest, entries, candidates)
     if stats is None:
         stats = np.zeros((nq, STATS), dtype=np.int64)
     args = (indptr, docs, doc_rank, np.int64(n_docs), fwd_indptr, fwd, q_offsets,

@@ -1,0 +1,131 @@
+"""A `Searcher`'s batches of methods ssr and levels, one kernel call a piece (`kernels.answer`).
+
+Texts in, `SearchResult`s out: each piece of queries is prepared, searched and given its id rows by one
+GIL-free call, so a thread holds the GIL only to make its pieces' result objects (`pieces.Helpers` runs
+the pieces of a threaded batch on the calling thread and kept helpers).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numba
+import numpy as np
+
+from .ids import ucs4_ids
+from .kernels import levels, probe
+from .kernels.answer import BAD_POSTINGS, BAD_TERMS, WIDER, answer
+from .kernels.candidates import cap_k
+from .pieces import Helpers
+from .query_terms import utf8
+from .retrieval import SearchResult, split_results
+from .validate import kernel_guard
+
+# rows (k a query) up to which a threaded batch's pieces copy their rows into one flat set of arrays: beyond,
+# the fresh pages cost more than they give back (6,980 queries at K=1000 on 2 threads: 0.67-0.74x q/s);
+# below, the pieces' own arrays, made in the threads' glibc heaps, stayed resident (+300 MiB RssAnon)
+_FLAT_MOST = 1 << 20
+# queries per piece a thread takes at a time: at least _PIECE[0], at most _PIECE[1] (short GIL-held
+# stretches, balance), aiming at 8 pieces per thread
+_PIECE = (16, 64)
+# queries per call on one thread: bounds the result buffers (k entries a query)
+BATCH = 1024
+_ONE = np.zeros(2, dtype=np.int64)  # one query's offsets: `levels.plan`'s sizes for a call on one thread
+
+
+class Answers:
+    """`kernels.answer` for one opened index (a `search.Searcher`'s): its arguments made once, a workspace kept
+    per calling thread, the index's id table read once."""
+
+    def __init__(self, searcher: Any):
+        self._searcher = searcher
+        index = searcher.index
+        indptr, docs, doc_rank = searcher._csr
+        self._ix = (indptr, docs, doc_rank, np.int64(index.n_docs), *searcher._fwd)
+        self._local = threading.local()
+        self._table: np.ndarray | None = None  # uint8[N, w], or 0 columns: ids without a fixed width
+        self._monotone = False
+        self._helpers: Helpers = searcher._helpers
+        self._sizes: dict[int, tuple[int, int, int]] = {}  # k: a call's (block width, k, buffer entries)
+
+    def _id_table(self) -> np.ndarray:
+        """The id table (read on first use, with whether ids ascend in row order: the kernels' `monotone`)."""
+        if self._table is None:
+            table = self._searcher.index.id_table()
+            self._monotone = self._searcher.monotone
+            self._table = np.zeros((0, 0), np.uint8) if table is None else table
+        return self._table
+
+    def __call__(self, queries: list[str], k: int, method: str):
+        """(offsets, docs, scores, matches, ids) of the queries' top k (k >= 1), on the calling thread."""
+        s = self._searcher
+        index = s.index
+        table = self._id_table()
+        data, q_offsets = utf8(queries)
+        if k not in self._sizes:
+            _, _, width, most, _, entries = levels.plan(index.n_docs, _ONE, k, s.block, 1, levels._BUFFER)
+            self._sizes[k] = (width, most, entries)
+        width, k, entries = self._sizes[k]
+        holder = getattr(self._local, "work", None)
+        if holder is None:
+            holder = self._local.work = [None]
+        longest = 0
+        while True:
+            work = probe.fit_workspace(holder, 1, width, index.n_docs, longest, entries)
+            offsets, docs, scores, matches, rows, status, longest = answer(
+                data, q_offsets, s._prepare_args, self._ix, np.int64(k), np.int64(width), work, probe._RULE,
+                self._monotone, method == "ssr", table)
+            if status != WIDER:
+                break
+        if status == BAD_TERMS:
+            s.query_batch(queries)  # raises, naming the file at fault
+        if status == BAD_POSTINGS:
+            with kernel_guard(index):
+                levels.corrupt(work)
+        ids = ucs4_ids(rows) if table.shape[1] else s.external_ids(docs)
+        return offsets, docs, scores, matches, ids
+
+    def batch(self, queries: list[str], k: int, method: str, threads: int | None) -> list[SearchResult]:
+        """Every query's top k (k >= 1) on `threads` threads (None: Numba's current count); one query or one
+        thread runs on the calling thread (no thread to wake)."""
+        n = numba.get_num_threads() if threads is None else threads
+        pieces = max(1, min(n, -(-len(queries) // _PIECE[0])))
+        if pieces > 1:
+            return self.threaded(queries, k, method, pieces)
+        return [r for a in range(0, len(queries), BATCH) for r in self.serial(queries[a : a + BATCH], k, method)]
+
+    def serial(self, queries: list[str], k: int, method: str) -> list[SearchResult]:
+        """The queries' results on the calling thread alone."""
+        offsets, docs, scores, matches, ids = self(queries, k, method)
+        return split_results(offsets, ids, docs, scores, matches)
+
+    def threaded(self, queries: list[str], k: int, method: str, threads: int) -> list[SearchResult]:
+        """A batch on `threads` threads taking pieces of queries one at a time. Below _FLAT_MOST rows each
+        piece copies its rows into its region (k rows a query) of one flat set of arrays for the batch: the
+        results are views of four arrays that go back to the system whole when dropped. Results in query
+        order."""
+        size = max(_PIECE[0], min(_PIECE[1], -(-len(queries) // (8 * threads))))
+        cuts = range(0, len(queries), size)
+        most = cap_k(k, self._searcher.index.n_docs)
+        if len(queries) * most > _FLAT_MOST:
+            parts = self._helpers.map(lambda a: self.serial(queries[a : a + size], k, method), cuts, threads)
+            return [r for part in parts for r in part]
+        total = len(queries) * most
+        docs, scores, matches = (np.empty(total, dtype=t) for t in (np.int64, np.float64, np.int32))
+        table = self._id_table()
+        ids = np.empty(total, dtype=f"<U{table.shape[1]}" if table.shape[1] else self._searcher.external_ids(
+            np.zeros(min(1, self._searcher.index.n_docs), dtype=np.int64)).dtype)
+
+        def piece(a: int) -> list[SearchResult]:
+            offsets, d, s, m, got = self(queries[a : a + size], k, method)
+            b = a * most
+            e = b + d.shape[0]
+            docs[b:e], scores[b:e], matches[b:e] = d, s, m
+            if got.dtype.itemsize > ids.dtype.itemsize:  # ids wider than the first (ids without a fixed width)
+                return split_results(offsets, got, d, s, m)
+            ids[b:e] = got
+            return split_results(offsets + b, ids, docs, scores, matches)
+
+        parts = self._helpers.map(piece, cuts, threads)
+        return [r for part in parts for r in part]

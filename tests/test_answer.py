@@ -1,0 +1,75 @@
+"""`answer`: a Searcher's batches of ssr and levels, one kernel call a piece, against the reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ssr_engine import indexing as build
+from ssr_engine.errors import IndexFormatError
+from ssr_engine.reference import ReferenceIndex
+from ssr_engine.search import Searcher
+
+
+def write_tsv(path, ids, texts):
+    path.write_text("".join(f"{i}\t{t}\n" for i, t in zip(ids, texts, strict=True)), encoding="utf-8")
+    return path
+
+
+def assert_same(res, hits):
+    assert res.ids.tolist() == hits.ids.tolist()
+    assert res.scores.view(np.uint64).tolist() == hits.scores.view(np.uint64).tolist()
+    assert res.matches.tolist() == hits.matches.tolist()
+
+
+@pytest.mark.parametrize("method", ["ssr", "levels"])
+def test_queries_longer_than_the_workspace_rows(tmp_path, method):
+    """Queries of more known terms than a fresh workspace's cursor rows (64): the kernel says so before
+    searching, the workspace is widened and the piece answered again; results equal the reference's."""
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(160)]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 40)))) for _ in range(400)]
+    ids = [f"d{i}" for i in range(len(texts))]
+    searcher = Searcher(build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True,
+                                          cap=400), method=method)
+    ref = ReferenceIndex.from_texts(ids, texts, cap=400)
+    queries = [" ".join(rng.permutation(words)[: int(n)]) for n in rng.integers(1, 150, size=24)]
+    queries += [" ".join(words), "w1 w2", ""]
+    assert max(len(searcher.query_batch([q]).terms) for q in queries) > 64
+    for k in (1, 10, 1000):
+        for threads in (1, 2):
+            results = searcher.search_batch(queries, k, threads=threads)
+            for q, res in zip(queries, results, strict=True):
+                assert_same(res, ref.search(q, k))
+        for q in queries[-6:]:
+            assert_same(searcher.search(q, k), ref.search(q, k))
+
+
+def test_corrupt_postings_fail_the_call_and_leave_the_workspace_clean(tmp_path):
+    """A posting list out of order: the call raises naming postings_docs.npy, the workspace's masks are
+    cleared, and a query that does not read that list is answered as the reference does."""
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(40)]
+    texts = [" ".join(rng.choice(words, size=12)) for _ in range(500)]
+    ids = [str(i) for i in range(len(texts))]
+    out = build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True)
+    ref = ReferenceIndex.from_texts(ids, texts)
+    searcher = Searcher(out)
+    t = searcher.index.term_of("w1")
+    a = int(searcher.index.postings_indptr[t])
+    path = searcher.index.path / "postings_docs.npy"  # the commit's segment
+    searcher.index.close()
+    arr = np.load(path, mmap_mode="r+")
+    arr[a], arr[a + 1] = arr[a + 1], arr[a]
+    arr.flush()
+    del arr
+    searcher = Searcher(out)
+    for threads in (1, 2):
+        with pytest.raises(IndexFormatError, match="postings_docs.npy"):
+            searcher.search_batch(["w1 w2 w3"] * 40, 10, threads=threads)
+    with pytest.raises(IndexFormatError, match="postings_docs.npy"):
+        searcher.search("w1 w5", 10)
+    work = searcher._answers._local.work[0]
+    assert not work[0].any() and not work[14].any() and not work[15].any()
+    for q in ("w2 w3", "w4 w5 w6 w7", "w9"):
+        assert_same(searcher.search(q, 10), ref.search(q, 10))
