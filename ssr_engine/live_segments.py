@@ -68,7 +68,7 @@ def build_segment(writer: IndexWriter | ScratchStaging, base: Manifest, source: 
     """Build a staged segment of `source` (a file or an iterable of documents) with the base segment's
     settings, as `build_index` does (its `_build_into` and `_manifest`)."""
     from .format import write_manifest
-    from .indexing.builder import MAX_SEED_ATTEMPTS, BuildConfig, _build_into, _manifest
+    from .indexing.builder import MAX_SEED_ATTEMPTS, BuildConfig, _manifest, build_seeded
     from .indexing.runs import HashCollision
     from .signals import DEFAULT_CAP
     from .stopwords import StopwordList
@@ -80,23 +80,15 @@ def build_segment(writer: IndexWriter | ScratchStaging, base: Manifest, source: 
     config = BuildConfig(fmt=fmt, header=header, stop=stop, cap=s.cap if s.cap is not None else DEFAULT_CAP,
                          chunk_docs=chunk_docs, workers=workers, skip_bad_lines=skip_bad_lines, scoring=base.scoring,
                          stem=s.stem, quiet=quiet, hash_bits=s.hash.bits, store_text=base.doc_store is not None)
-    seed = s.hash.seed
-    seeds_tried: list[dict[str, Any]] = []
     started = time.time()
-    while True:
-        tmp = writer.staging()
-        try:
-            stats = _build_into(tmp, source, config, seed)
-            break
-        except HashCollision as exc:
-            # the new segment takes the next seed; queries are hashed per segment, so it mixes with the others
-            seeds_tried.append({"seed": seed, "collision": [exc.first, exc.second]})
-            writer.discard(tmp)
-            if len(seeds_tried) >= MAX_SEED_ATTEMPTS or not isinstance(source, (str, os.PathLike)):
-                # an iterable cannot be read twice
-                raise SsrError(f"signal hash collision in the added documents ({exc}); add them from a file") \
-                    from exc
-            seed += 1
+
+    def refuse(exc: HashCollision, tried: list[dict[str, Any]]) -> None:
+        # the new segment takes the next seed; queries are hashed per segment, so it mixes with the others
+        if len(tried) >= MAX_SEED_ATTEMPTS or not isinstance(source, (str, os.PathLike)):
+            # an iterable cannot be read twice
+            raise SsrError(f"signal hash collision in the added documents ({exc}); add them from a file") from exc
+
+    tmp, stats, seed, seeds_tried = build_seeded(writer, source, config, s.hash.seed, refuse)
     write_id_table(tmp, stats.pop("id_array"))
     for name, (path, _) in (extra_files or {}).items():
         shutil.move(os.fspath(path), os.fspath(tmp / name))
