@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from . import hashing  # vocab_key_shift read through the module: one key rule for build and query (tests narrow it)
 from .errors import IndexFormatError
-from .hashing import hash_mask, hash_spans, vocab_key_shift
-from .search import _utf8, lookup_terms
+from .hashing import hash_mask, hash_spans
+from .query_terms import utf8
+from .search import lookup_terms
 from .validate import VOCAB_BLOCK_SHIFT, checked_blocks
 
 
@@ -23,7 +25,7 @@ def prepare(searcher: Any, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarr
     are the parts' own; else its steps one by one, df from `searcher.stats` when given (shards)."""
     from .kernels.part_terms import arrange, group_terms, prepare_parts, signals
 
-    data, q_offsets = _utf8(queries)
+    data, q_offsets = utf8(queries)
     ex = searcher._extractor
     stop, cap = (ex.key1, ex.key2, ex.long_data, ex.long_offsets), np.int64(ex.cap)
     groups: Any = term_tables(searcher)  # (rules and tables as the kernels take them)
@@ -87,7 +89,7 @@ def term_tables(searcher: Any) -> list[tuple[list[int], tuple, tuple]]:
             lists = [typed_list(lst) for lst in lists]
             ixs = [searcher.parts[i].index for i in members]
             (seed, bits), vocab = sig[0], ixs[0].vocab
-            shift = vocab_key_shift(bits) if vocab.dtype == np.uint32 else 0
+            shift = hashing.vocab_key_shift(bits) if vocab.dtype == np.uint32 else 0
             rule = (np.uint64(seed), hash_mask(bits), np.uint64(shift))
             made.append((members, rule, (
                 lists[0], lists[1], np.int64(VOCAB_BLOCK_SHIFT), ixs[0].vocab.dtype == np.uint64, lists[2],
