@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from ssr_engine import build_index  # noqa: E402
 from ssr_engine.eval.trec import read_queries  # noqa: E402
-from ssr_engine.live import LiveIndex  # noqa: E402
+from ssr_engine.live import LiveIndex, open_snapshot  # noqa: E402
 from ssr_engine.search import Searcher  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -288,6 +288,14 @@ def fresh(args: argparse.Namespace) -> None:
     t, c = time.perf_counter(), time.process_time()
     build_index(args.collection, args.out, quiet=True)
     emit(step="fresh build", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1))
+    if args.compacted:  # compaction keeps the live documents' order: the same arrays as this build's
+        a, b = open_snapshot(args.compacted), open_snapshot(args.out)
+        files = {n: r.sha256 for n, r in b.indexes[0].manifest.files.items()}
+        got = {n: r.sha256 for n, r in a.indexes[0].manifest.files.items() if n in files}
+        emit(step="compacted vs fresh: files", compared=sorted(files), differ=sorted(n for n in files
+                                                                                     if got.get(n) != files[n]))
+        a.close()
+        b.close()
     if args.compacted and args.queries:
         queries = list(read_queries(args.queries).values())[:500]
         emit(step="compacted vs fresh", k=1000, of=len(queries),
