@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import shutil
 import sys
 import time
@@ -272,7 +273,8 @@ def big(args: argparse.Namespace) -> None:
         t, c = time.perf_counter(), time.process_time()
         r = writer.compact()
         emit(step="compact", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1),
-             documents=r["documents"], dropped=r["dropped"], segments_before=r["segments_before"])
+             documents=r["documents"], dropped=r["dropped"], segments_before=r["segments_before"],
+             max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
     if args.live_tsv:
         # ids deleted before they were added again are none here: added ids are new, victims are base ids
         with open(args.collection, "rb") as f, open(args.live_tsv, "wb") as out:
@@ -287,7 +289,8 @@ def big(args: argparse.Namespace) -> None:
 def fresh(args: argparse.Namespace) -> None:
     t, c = time.perf_counter(), time.process_time()
     build_index(args.collection, args.out, quiet=True)
-    emit(step="fresh build", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1))
+    emit(step="fresh build", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1),
+         max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
     if args.compacted:  # compaction keeps the live documents' order: the same arrays as this build's
         a, b = open_snapshot(args.compacted), open_snapshot(args.out)
         files = {n: r.sha256 for n, r in b.indexes[0].manifest.files.items()}

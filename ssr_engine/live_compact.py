@@ -7,8 +7,8 @@ the segments' ascending hash lists numbers them (`kernels.compact.merge_terms`; 
 sorted first). Each term's postings are then its segments' live postings, concatenated in segment order
 (already ascending in the new numbering), and each live row is its segment's row in new term ids. Equal
 hashes of two segments are checked string against string; a collision starts again with the next seed, as
-the build does. Memory: about 40 bytes per term of the segments and one chunk of rows or strings; the
-postings are written through a map of the output file, the rest appended.
+the build does. Every array is appended in order (`ArrayWriter`, as the build writes them); memory: about
+40 bytes per term of the segments and one piece of postings, rows or strings.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .live_segments import ScratchStaging, _derived_manifest
 
 STRING_CHUNK = 1 << 20  # terms per step of the string pass
 ROW_CHUNK = 1 << 24  # forward term ids per step of the row pass
+POSTINGS_CHUNK = 1 << 24  # postings per piece of the merged lists
 
 
 @dataclass
@@ -149,16 +150,17 @@ def _write(tmp: Path, sources: list[_Source], seed: int, base: Manifest, bar: An
     for name in ("signal_offsets", "signal_bytes"):
         (work / array_file(name)).unlink()
     work.rmdir()
-    maps = []
     df = np.zeros(n_terms, dtype=np.int64)
+    for i, s in enumerate(sources):
+        df[new[starts[i] : starts[i + 1]]] += s.df[kept[i]]
+    n_postings = _postings(tmp, sources, kept, starts, new, df, base.scoring == "bm25", bar)
+    del df
+    maps = []
     for i, s in enumerate(sources):
         term_map = np.full(s.ix.n_terms, -1, dtype=np.int64)
         term_map[kept[i]] = new[starts[i] : starts[i + 1]]
-        df[term_map[kept[i]]] += s.df[kept[i]]
         maps.append(term_map)
     del new
-    n_postings = _postings(tmp, sources, maps, df, base.scoring == "bm25", bar)
-    del df
     empty = _forward(tmp, sources, maps, monotone, n_terms, n_postings, base.scoring == "bm25", bar)
     return {"terms": n_terms, "postings": n_postings, "empty_documents": empty}
 
@@ -213,9 +215,10 @@ def _strings(work: Path, sources: list[_Source], kept: list[np.ndarray], starts:
     bytes_out.close()
 
 
-def _postings(tmp: Path, sources: list[_Source], maps: list[np.ndarray], df: np.ndarray, keep_tf: bool,
-              bar: Any) -> int:
-    """postings_indptr, postings_docs (and postings_tf): each term's live postings, segment after segment."""
+def _postings(tmp: Path, sources: list[_Source], kept: list[np.ndarray], starts: np.ndarray, new: np.ndarray,
+              df: np.ndarray, keep_tf: bool, bar: Any) -> int:
+    """postings_indptr, postings_docs (and postings_tf), appended a piece of about POSTINGS_CHUNK postings at
+    a time: each term's live postings, segment after segment."""
     from .kernels.compact import copy_postings
 
     indptr = np.zeros(df.shape[0] + 1, dtype=np.int64)
@@ -224,22 +227,31 @@ def _postings(tmp: Path, sources: list[_Source], maps: list[np.ndarray], df: np.
     w = ArrayWriter(tmp, "postings_indptr", last=n_postings)
     w.append(indptr)
     w.close()
-    cursor = indptr[:-1].copy()
-    del indptr
-    docs = np.lib.format.open_memmap(tmp / array_file("postings_docs"), mode="w+", dtype=np.uint32,
-                                     shape=(n_postings,))
-    tfs = np.lib.format.open_memmap(tmp / array_file("postings_tf"), mode="w+", dtype=np.uint32,
-                                    shape=(n_postings,)) if keep_tf else np.zeros(0, dtype=np.uint32)
-    for s, term_map in zip(sources, maps, strict=True):
-        s_tf = np.asarray(s.ix.postings_tf) if keep_tf else np.zeros(0, dtype=np.uint32)
-        bad = copy_postings(np.asarray(s.ix.postings_indptr), s.ix.postings, s_tf, s.deleted, s.newdoc, term_map,
-                            cursor, docs, tfs)
-        _check(bad < 0, s.ix, f"the postings of term {bad} name a document beyond {s.ix.n_docs}")
-        bar.update(int(s.df.sum()))
-    for out in (docs, tfs):
-        if isinstance(out, np.memmap):
-            out.flush()
-    del docs, tfs
+    docs = ArrayWriter(tmp, "postings_docs")
+    tfs = ArrayWriter(tmp, "postings_tf") if keep_tf else None
+    segment_tf = [np.asarray(s.ix.postings_tf) if keep_tf else np.zeros(0, dtype=np.uint32) for s in sources]
+    lo = 0
+    try:
+        while lo < df.shape[0]:  # new terms lo..hi-1: at least one, else about POSTINGS_CHUNK postings
+            hi = max(lo + 1, int(np.searchsorted(indptr, indptr[lo] + POSTINGS_CHUNK, side="right")) - 1)
+            out = np.empty(int(indptr[hi] - indptr[lo]), dtype=np.uint32)
+            out_tf = np.empty(out.shape[0] if keep_tf else 0, dtype=np.uint32)
+            cursor = indptr[lo:hi] - indptr[lo]
+            for i, s in enumerate(sources):  # its entries of new terms lo..hi-1: one run (ascending new ids)
+                seg_new = new[starts[i] : starts[i + 1]]
+                a, b = np.searchsorted(seg_new, [lo, hi])
+                bad = copy_postings(np.asarray(s.ix.postings_indptr), s.ix.postings, segment_tf[i], s.deleted,
+                                    s.newdoc, kept[i][a:b], seg_new[a:b] - lo, cursor, out, out_tf)
+                _check(bad < 0, s.ix, f"the postings of term {bad} name a document beyond {s.ix.n_docs}")
+            docs.append(out)
+            if tfs is not None:
+                tfs.append(out_tf)
+            bar.update(out.shape[0])
+            lo = hi
+    finally:
+        for out_file in (docs, tfs):
+            if out_file is not None:
+                out_file.close()
     return n_postings
 
 

@@ -75,21 +75,21 @@ def merge_terms(hashes, starts):
 
 
 @nb.njit(cache=True, nogil=True)
-def copy_postings(indptr, docs, tfs, deleted, newdoc, term_map, cursor, out_docs, out_tf):
-    """Append one segment's live postings to the merged lists.
+def copy_postings(indptr, docs, tfs, deleted, newdoc, terms, new_ids, cursor, out_docs, out_tf):
+    """Append one segment's live postings of some terms to a piece of the merged lists.
 
     indptr, docs: the segment's CSR (docs a `packed` column); tfs uint32[P] or empty (no tf); deleted as
-    in `live_df`; newdoc uint32[n]: each document's number in the new segment; term_map int64[V]: each
-    term's new id, -1 for a term left out; cursor int64[V']: where each new term's next posting goes
-    (advanced). Returns the first term with a posting naming a document >= n, or -1.
+    in `live_df`; newdoc uint32[n]: each document's number in the new segment; terms int64[m]: its terms
+    to copy, new_ids int64[m] their new ids within the piece; cursor int64: where each new term's next
+    posting goes in out_docs (and out_tf), advanced. Returns the first term with a posting naming a
+    document >= n, or -1.
     """
     n = newdoc.shape[0]
     nd = deleted.shape[0]
     with_tf = tfs.shape[0] > 0
-    for t in range(indptr.shape[0] - 1):
-        nt = term_map[t]
-        if nt < 0:
-            continue
+    for j in range(terms.shape[0]):
+        t = terms[j]
+        nt = new_ids[j]
         o = cursor[nt]
         for p in range(indptr[t], indptr[t + 1]):
             d = at(docs, p)
@@ -108,9 +108,10 @@ def copy_postings(indptr, docs, tfs, deleted, newdoc, term_map, cursor, out_docs
 def rename_rows(rows, offsets, term_map, sort):
     """Forward rows in new term ids.
 
-    rows int64 (the rows' term ids, one after another), offsets int64[m + 1]; term_map as in
-    `copy_postings`; sort: re-sort each row (the new ids do not follow the old order). Returns (uint32
-    ids, the first row naming a term out of range or left out (the indexes disagree: corrupt), or -1).
+    rows int64 (the rows' term ids, one after another), offsets int64[m + 1]; term_map int64[V]: each
+    term's new id, -1 for a term left out; sort: re-sort each row (the new ids do not follow the old order).
+    Returns (uint32 ids, the first row naming a term out of range or left out (the indexes disagree:
+    corrupt), or -1).
     """
     out = np.empty(rows.shape[0], dtype=np.uint32)
     v = term_map.shape[0]
