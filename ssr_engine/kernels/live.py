@@ -2,6 +2,10 @@
 (`search_parts`), with the collection-wide id ranks it cuts ties by (`collection_rank`).
 
 Arrays in, arrays out; every kernel accepts read-only (memory-mapped) arrays.
+
+Over 400 lines (issue 11) on purpose: the one-call search over parts, the arrays it reads (`prepare_parts`,
+with the typed lists it takes) and the id ranks it cuts ties by change together; split, each piece would
+import the others' private layouts.
 """
 
 from __future__ import annotations
