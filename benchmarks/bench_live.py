@@ -1,10 +1,11 @@
 """Live indexes at scale: exactness and speed of add / delete / compact (issue 14).
 
-    exact  --collection C --queries Q --work DIR [--parts 10] [--delete 0.05] [-k 1000] [--no-merge]
+    exact  --collection C --queries Q --work DIR [--parts 10] [--delete 0.05] [-k 10 1000] [--no-merge] [--live L ...]
         Build C as `parts` segments (one build, then parts - 1 `LiveIndex.add`s; `--no-merge`: without the
         merge policy, so `parts` segments stay), deleting a fraction
         of the live ids after each add; build the live documents fresh; compare every query's top k
         (ids, score bits, matches). Then q/s of the live index, of it compacted, and of the fresh build.
+        `--live L [L2 ...]`: existing live indexes of C's documents instead: one fresh build, the comparisons.
     big    --collection C --work DIR [--docs 1000] [--rounds 3] [--compact] [--live-tsv F]
         On the whole collection (8.8M): time a fresh build (unless DIR/idx exists), then `rounds` times:
         add `docs` new documents until a reopened Searcher sees them, and delete `docs` ids; then
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import shutil
 import sys
 import time
@@ -37,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from ssr_engine import build_index  # noqa: E402
 from ssr_engine.eval.trec import read_queries  # noqa: E402
-from ssr_engine.live import LiveIndex  # noqa: E402
+from ssr_engine.live import LiveIndex, open_snapshot  # noqa: E402
 from ssr_engine.search import Searcher  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -83,7 +85,24 @@ def same_results(a: Searcher, b: Searcher, queries: list[str], k: int) -> int:
     return same
 
 
+def live_ids(index: Path) -> set[str]:
+    """The ids of an index's live documents (every segment's ids minus its deleted ones)."""
+    from ssr_engine.live import open_snapshot
+
+    snap = open_snapshot(index)
+    try:
+        out: set[str] = set()
+        for part in snap.parts():
+            keep = np.arange(part.n_docs) if part.deleted is None else np.flatnonzero(~part.deleted)
+            out.update(part.index.ids_of(keep).tolist())
+        return out
+    finally:
+        snap.close()
+
+
 def exact(args: argparse.Namespace) -> None:
+    if args.live:  # existing live indexes (made as below): only the fresh build and the comparison
+        return exact_of([Path(p) for p in args.live], args)
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -120,16 +139,45 @@ def exact(args: argparse.Namespace) -> None:
     emit(step="fresh build of the live documents", seconds=round(time.perf_counter() - t, 2))
     queries = list(read_queries(args.queries).values())
     a, b = Searcher(index), Searcher(fresh)
-    same = same_results(a, b, queries, args.k)
-    emit(step="compare", queries=len(queries), k=args.k, identical=same, different=len(queries) - same)
-    emit(step="qps live", segments=args.parts, **qps(a, queries, args.k, args.threads))
+    for k in args.k:
+        same = same_results(a, b, queries, k)
+        emit(step="compare", queries=len(queries), k=k, identical=same, different=len(queries) - same)
+    k = args.k[-1]
+    emit(step="qps live", segments=args.parts, **qps(a, queries, k, args.threads))
     t = time.perf_counter()
     r = writer.compact()
     emit(step="compact", seconds=round(time.perf_counter() - t, 2), documents=r["documents"], dropped=r["dropped"])
     a.reopen()
-    emit(step="qps compacted", **qps(a, queries, args.k, args.threads))
-    emit(step="qps fresh", **qps(b, queries, args.k, args.threads))
-    emit(step="compacted vs fresh", identical=same_results(a, b, queries[:500], args.k), of=500)
+    emit(step="qps compacted", **qps(a, queries, k, args.threads))
+    emit(step="qps fresh", **qps(b, queries, k, args.threads))
+    emit(step="compacted vs fresh", identical=same_results(a, b, queries[:500], k), of=500)
+
+
+def exact_of(indexes: list[Path], args: argparse.Namespace) -> None:
+    """`exact`'s check of existing live indexes of the same live documents: one fresh build of them, every
+    query compared with each."""
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    keep = live_ids(indexes[0])
+    for index in indexes:
+        emit(step="live", index=str(index), documents=len(keep), segments=len(LiveIndex(index).info()["segments"]))
+        assert live_ids(index) == keep, f"{index}: other live documents than {indexes[0]}"
+    fresh_tsv, fresh = work / "fresh.tsv", work / "fresh"
+    with open(args.collection, "rb") as f, open(fresh_tsv, "wb") as out:
+        for line in f:
+            if line.split(b"\t", 1)[0].decode() in keep:
+                out.write(line)
+    t = time.perf_counter()
+    build_index(fresh_tsv, fresh, quiet=True, force=True)
+    emit(step="fresh build of the live documents", seconds=round(time.perf_counter() - t, 2))
+    queries = list(read_queries(args.queries).values())
+    b = Searcher(fresh)
+    for index in indexes:
+        a = Searcher(index)
+        for k in args.k:
+            same = same_results(a, b, queries, k)
+            emit(step="compare", index=str(index), queries=len(queries), k=k, identical=same,
+                 different=len(queries) - same)
 
 
 def compare_qps(args: argparse.Namespace) -> None:
@@ -146,7 +194,37 @@ def compare_qps(args: argparse.Namespace) -> None:
                  ratio_cpu=round(a["qps_per_cpu_second"] / b["qps_per_cpu_second"], 3))
 
 
+class Steps:
+    """Wall seconds spent in a few of `ssr_engine.live`'s steps (wrapped in place, for this benchmark only):
+    where a delete's time goes (look-up, deletion stats from the forward rows, the file, the commit)."""
+
+    NAMES = ("LiveIndex._find", "add_deletions", "write_deletes", "_commit", "open_snapshot")
+
+    def __init__(self) -> None:
+        import ssr_engine.live as live
+
+        self.seconds: dict[str, float] = {}
+        for name in self.NAMES:
+            owner, attr = (live.LiveIndex, name.split(".")[1]) if "." in name else (live, name)
+            setattr(owner, attr, self._timed(name, getattr(owner, attr)))
+
+    def _timed(self, name: str, fn):
+        def run(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t
+        return run
+
+    def take(self) -> dict[str, float]:
+        out = {k: round(v, 3) for k, v in self.seconds.items()}
+        self.seconds.clear()
+        return out
+
+
 def big(args: argparse.Namespace) -> None:
+    steps = Steps()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     index = work / "idx"
@@ -162,7 +240,8 @@ def big(args: argparse.Namespace) -> None:
     writer = LiveIndex(index)
     t = time.perf_counter()
     r = writer.delete(["no-such-id"])  # the base segment's id table is made on the first change
-    emit(step="first change (id table of the base segment)", seconds=round(time.perf_counter() - t, 2))
+    emit(step="first change (id table of the base segment)", seconds=round(time.perf_counter() - t, 2),
+         steps=steps.take())
     n = searcher.n_docs
     gone: set[str] = set()
     new_docs: dict[str, str] = {}
@@ -179,7 +258,7 @@ def big(args: argparse.Namespace) -> None:
         assert docs[0][0] in hit.ids.tolist(), "added document not found"
         emit(step="add", round=round_, docs=args.docs, add_seconds=round(added, 3),
              visible_seconds=round(visible, 3), visible_cpu_seconds=round(time.process_time() - c, 3),
-             live=searcher.n_docs)
+             live=searcher.n_docs, steps=steps.take())
         victims = [str(x) for x in rng.choice(n, args.docs, replace=False)]
         t, c = time.perf_counter(), time.process_time()
         r = writer.delete(victims)
@@ -187,14 +266,15 @@ def big(args: argparse.Namespace) -> None:
         searcher.reopen()
         emit(step="delete", round=round_, deleted=r["deleted"], unknown=r["unknown"], seconds=round(deleted, 3),
              visible_seconds=round(time.perf_counter() - t, 3), visible_cpu_seconds=round(time.process_time() - c, 3),
-             live=searcher.n_docs)
+             live=searcher.n_docs, steps=steps.take())
         gone.update(victims)
         new_docs.update(docs)
     if args.compact:
         t, c = time.perf_counter(), time.process_time()
         r = writer.compact()
         emit(step="compact", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1),
-             documents=r["documents"], dropped=r["dropped"], segments_before=r["segments_before"])
+             documents=r["documents"], dropped=r["dropped"], segments_before=r["segments_before"],
+             max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
     if args.live_tsv:
         # ids deleted before they were added again are none here: added ids are new, victims are base ids
         with open(args.collection, "rb") as f, open(args.live_tsv, "wb") as out:
@@ -209,7 +289,16 @@ def big(args: argparse.Namespace) -> None:
 def fresh(args: argparse.Namespace) -> None:
     t, c = time.perf_counter(), time.process_time()
     build_index(args.collection, args.out, quiet=True)
-    emit(step="fresh build", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1))
+    emit(step="fresh build", seconds=round(time.perf_counter() - t, 2), cpu_seconds=round(time.process_time() - c, 1),
+         max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+    if args.compacted:  # compaction keeps the live documents' order: the same arrays as this build's
+        a, b = open_snapshot(args.compacted), open_snapshot(args.out)
+        files = {n: r.sha256 for n, r in b.indexes[0].manifest.files.items()}
+        got = {n: r.sha256 for n, r in a.indexes[0].manifest.files.items() if n in files}
+        emit(step="compacted vs fresh: files", compared=sorted(files), differ=sorted(n for n in files
+                                                                                     if got.get(n) != files[n]))
+        a.close()
+        b.close()
     if args.compacted and args.queries:
         queries = list(read_queries(args.queries).values())[:500]
         emit(step="compacted vs fresh", k=1000, of=len(queries),
@@ -225,7 +314,9 @@ def main() -> None:
     e.add_argument("--work", required=True)
     e.add_argument("--parts", type=int, default=10)
     e.add_argument("--delete", type=float, default=0.05)
-    e.add_argument("-k", type=int, default=1000)
+    e.add_argument("-k", type=int, nargs="+", default=[1000], help="top k compared (q/s: the last)")
+    e.add_argument("--live", nargs="+", help="existing live indexes of the same documents (from --collection): "
+                   "check them alone")
     e.add_argument("--threads", type=int, default=2)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--no-merge", action="store_true", help="keep every added segment (no merge policy)")

@@ -27,6 +27,7 @@ from .generations import (
     IndexWriter,
 )
 from .inputs import CHUNK_DOCS
+from .live_compact import compact_segment
 from .live_files import (
     DELETES_PREFIX,
     IdTable,
@@ -37,7 +38,7 @@ from .live_files import (
 )
 from .live_merges import merge_once
 from .live_search import LiveSearcher, Snapshot, current_generation, open_bm25, open_search, open_snapshot
-from .live_segments import ScratchStaging, build_segment, compact_segment
+from .live_segments import ScratchStaging, build_segment
 
 __all__ = ["LiveIndex", "LiveSearcher", "Prepared", "Snapshot", "StaleCommit", "current_generation", "open_bm25",
            "open_search", "open_snapshot"]

@@ -2,8 +2,8 @@
 
 Every segment costs every search a share (its vocabulary look-up, its lists' ends, its cursors), so an
 index that takes many additions keeps its segment count bounded: after an add commits (`LiveIndex.add`,
-`ssr add`), segments of about the same size are merged into one, built from their forward indexes as
-`compact` builds (`live_segments.compact_segment`), in a scratch folder without the writer lock, then
+`ssr add`), segments of about the same size are merged into one, their lists and rows merged as
+`compact` merges them (`live_compact.compact_segment`), in a scratch folder without the writer lock, then
 committed by `LiveIndex.publish(replaces=...)` only if those segments are unchanged (`StaleCommit`
 otherwise: a merge never undoes a write made meanwhile). The big base segment is never merged with a
 small one: a merge stays within a size tier, so a document is merged again about once per tier.
@@ -52,8 +52,9 @@ def merge_once(index: LiveIndex, merge_at: int = MERGE_AT, max_segments: int = M
     """
     from .generations import read_commit
     from .live import Prepared
+    from .live_compact import compact_segment
     from .live_search import Snapshot, open_snapshot
-    from .live_segments import ScratchStaging, compact_segment
+    from .live_segments import ScratchStaging
     from .locks import scratch_dir
 
     started = time.time()

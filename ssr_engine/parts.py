@@ -111,8 +111,15 @@ def deletion_stats(index: Index, deleted: np.ndarray) -> tuple[np.ndarray, np.nd
 
     docs = np.flatnonzero(deleted)
     fi = index.forward_indptr
+    will_need(fi, docs, docs + 2)
     starts = np.asarray(fi[docs], dtype=np.int64)
-    terms = gather(index.forward, starts, np.asarray(fi[docs + 1], dtype=np.int64) - starts)
+    ends = np.asarray(fi[docs + 1], dtype=np.int64)
+    width = index.forward_width
+    if width:  # the words holding bits start * width .. end * width (`kernels.forward`)
+        will_need(index.forward_terms, starts * width // 32, (ends * width + 31) // 32 + 1)
+    else:
+        will_need(index.forward_terms, starts, ends)
+    terms = gather(index.forward, starts, ends - starts)
     uniq, counts = np.unique(terms, return_counts=True)
     tokens = 0
     if index.doc_lengths is not None:
@@ -268,3 +275,28 @@ def index_settings(index: Index) -> dict:
 def _ids_info(index: Index) -> dict:
     m = index.manifest
     return dict(m.get("ids", {})) if isinstance(m, dict) else dict(m.ids)
+
+
+def will_need(array: np.ndarray, firsts: np.ndarray, ends: np.ndarray) -> None:
+    """Ask the system to read elements firsts[i]..ends[i] - 1 of a memory-mapped array now, every range
+    at once (`posix_fadvise` WILLNEED; nothing for an array in memory): the page faults that follow then
+    find the pages read, where one fault at a time waited on the disk for each (a first delete of 1,000
+    documents at 8.8M: 1.6-8 s of wall time for 0.2-0.3 s of CPU)."""
+    import os
+
+    name = getattr(array, "filename", None)
+    if name is None or not hasattr(os, "posix_fadvise") or not len(firsts):
+        return
+    size, offset = array.itemsize, int(getattr(array, "offset", 0))
+    # inside the array only: a corrupt offsets array is the readers' to report, never a hint's
+    firsts, ends = np.clip(firsts, 0, array.shape[0]), np.clip(ends, 0, array.shape[0])
+    try:
+        fd = os.open(name, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        for a, z in zip(firsts.tolist(), ends.tolist(), strict=True):
+            if z > a:
+                os.posix_fadvise(fd, offset + a * size, (z - a) * size, os.POSIX_FADV_WILLNEED)
+    finally:
+        os.close(fd)

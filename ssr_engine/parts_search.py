@@ -18,7 +18,7 @@ import numpy as np
 
 from . import parts_tables, retrieval
 from .errors import SsrError
-from .extract import Extractor, pack_values
+from .extract import Extractor
 from .kernels import levels, probe
 from .kernels import ssr as kernels
 from .kernels.candidates import CorruptIndexData
@@ -34,7 +34,6 @@ from .parts import (
 )
 from .pieces import Helpers
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
-from .scoring import signal_weight
 from .search import _THREADED
 from .stopwords import StopwordList
 from .validate import kernel_guard
@@ -127,45 +126,18 @@ class PartsSearcher:
     # ------------------------------------------------------------------------------- SSR
 
     def query_terms(self, queries: Sequence[str]):
-        """Per part, the query terms as the kernels take them, with global weights.
+        """Per part, the query terms as the kernels take them, with global weights (`parts_tables.prepare`).
 
-        Returns (signal batch, weights float64 per signal (0 where no live document has it),
-        per part (offsets, terms, weights) in ascending weight per query, plus the signals' rows,
-        and the same over the collection: (offsets, per part terms aligned with them (-1: no live
-        document of the part has the signal), weights), as `kernels.live.search_parts` shares them).
+        Returns ((signal bytes, offsets), weights float64 per signal (0 where no live document has it),
+        per part (offsets, terms, weights) in ascending weight per query, plus the signals' numbers, and
+        the same over the collection: (offsets, per part terms aligned with them (-1: no live document
+        of the part has the signal), weights), as `kernels.live.search_parts` shares them).
         """
-        texts = [[q.encode("utf-8", "surrogatepass")] for q in queries]
-        batch = self._extractor.extract(*pack_values(texts))
-        n_sig = batch.offsets.shape[0] - 1
-        query_of = np.repeat(np.arange(len(queries), dtype=np.int64), np.diff(batch.doc_offsets))
-        terms, live = parts_tables.lookup(self, batch)
-        if self.stats is None:
-            df = live.sum(axis=0)
-        else:  # every part holding a signal has the same global df for it
-            df = np.zeros(n_sig, dtype=np.int64)
-            for i in range(len(self.parts)):
-                known = np.flatnonzero(terms[i] >= 0)
-                df[known] = self.stats.df(i, terms[i, known])
-        found = list(zip(terms, live, strict=True))
-        weights = np.zeros(n_sig, dtype=np.float64)
-        alive = np.flatnonzero(df > 0)
-        if alive.shape[0]:
-            udf, inverse = np.unique(df[alive], return_inverse=True)
-            # the one scoring function, so math.log's rounding is a fresh build's
-            uw = np.array([signal_weight(self.n_live, d) for d in udf.tolist()], dtype=np.float64)
-            weights[alive] = uw[inverse]
-        per_part = []
-        for sel in [np.flatnonzero(live > 0) for _, live in found] + [alive]:
-            # (a term whose documents are all deleted adds nothing to a part)
-            qo, w = query_of[sel], weights[sel]
-            order = np.lexsort((w, qo))
-            offsets = np.zeros(len(queries) + 1, dtype=np.int64)
-            np.cumsum(np.bincount(qo, minlength=len(queries)), out=offsets[1:])
-            per_part.append((offsets, sel[order], w[order]))
-        g_off, g_sel, g_weights = per_part.pop()
-        shared = (g_off, [np.where(live[g_sel] > 0, terms[g_sel], -1) for terms, live in found], g_weights)
-        return batch, weights, [(o, terms[sel], w, sel) for (o, sel, w), (terms, _) in zip(per_part, found,
-                                                                                           strict=True)], shared
+        sdata, soffsets, (weights, offsets, starts, terms, w, sel, shared) = parts_tables.prepare(self, queries)
+        sets = [(offsets[s], terms[a:z], w[a:z], sel[a:z])
+                for s, (a, z) in enumerate(zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True))]
+        g_off, _, g_weights, _ = sets.pop()
+        return (sdata, soffsets), weights, sets, (g_off, list(shared), g_weights)
 
     def search(self, query: str, k: int | None = 10) -> SearchResult:
         return self.search_batch([query], k)[0]

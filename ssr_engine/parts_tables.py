@@ -1,52 +1,73 @@
 """What the kernels read of a collection's parts, made once per `parts_search.PartsSearcher` and kept:
-the parts' vocabularies for the one look-up pass (`term_tables`, `lookup`), their arrays as
-`kernels.live.search_parts` takes them (`parts_arrays`), and the collection's ids and id ranks
+the parts' vocabularies for the queries' one look-up pass (`term_tables`; `prepare` runs it), their
+arrays as `kernels.live.search_parts` takes them (`parts_arrays`), and the collection's ids and id ranks
 (`id_tables`). Each is built whole before it is stored, so threads searching meanwhile never see half of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from . import hashing  # vocab_key_shift read through the module: one key rule for build and query (tests narrow it)
 from .errors import IndexFormatError
 from .hashing import hash_mask, hash_spans
+from .query_terms import utf8
 from .search import lookup_terms
 from .validate import VOCAB_BLOCK_SHIFT, checked_blocks
 
 
-def lookup(searcher: Any, batch: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Term ids (int64[P, n], -1: unknown) and live df (int64[P, n]) of the batch's signals in every part:
-    one `kernels.part_terms.lookup_parts` call per group of parts sharing a key rule and dtypes."""
-    from .kernels.part_terms import lookup_parts
+def prepare(searcher: Any, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """The queries' signals (bytes, offsets) and `kernels.part_terms.arrange`'s tuple for them over the
+    searcher's parts: one GIL-free `prepare_parts` call when every part shares a key rule and the df
+    are the parts' own; else its steps one by one, df from `searcher.stats` when given (shards)."""
+    from .kernels.part_terms import arrange, group_terms, prepare_parts, signals
 
-    n = batch.offsets.shape[0] - 1
+    data, q_offsets = utf8(queries)
+    ex = searcher._extractor
+    stop, cap = (ex.key1, ex.key2, ex.long_data, ex.long_offsets), np.int64(ex.cap)
+    groups: Any = term_tables(searcher)  # (rules and tables as the kernels take them)
+    if len(groups) == 1 and searcher.stats is None:
+        members, rule, tables = groups[0]
+        args = (data, q_offsets, stop, cap, *rule, np.int64(searcher.n_live), *tables)
+        bad, sdata, soffsets, arranged = prepare_parts(*args)
+        _check(searcher, members, bad, sdata, soffsets, rule)
+        return sdata, soffsets, arranged
+    sig_of, sdata, soffsets = signals(data, q_offsets, stop, cap)
+    n = soffsets.shape[0] - 1
     terms = np.empty((len(searcher.parts), n), dtype=np.int64)
     live = np.empty((len(searcher.parts), n), dtype=np.int64)
-    hashes: dict[tuple[int, int], np.ndarray] = {}
-    for members, key, tables in term_tables(searcher):
-        if key not in hashes:
-            hashes[key] = hash_spans(batch.data, batch.offsets, np.uint64(key[0]), hash_mask(key[1]))
-        keys = searcher.parts[members[0]].index.keys_of(hashes[key])
+    for members, rule, tables in groups:
         t, d = np.empty((len(members), n), np.int64), np.empty((len(members), n), np.int64)
-        args = (keys, np.argsort(keys, kind="stable"), batch.data, batch.offsets, *tables, t, d)
-        bad = lookup_parts(*args)
-        if bad >= 0:  # the long way names the defect
-            lookup_terms(searcher.parts[members[bad]].index, batch.data, batch.offsets, hashes[key])
-            raise IndexFormatError(f"{searcher.parts[members[bad]].index.path}: a vocabulary or term offsets check "
-                                   "failed (corrupt index; rebuild it)")
+        args = (sdata, soffsets, *rule, *tables, t, d)
+        _check(searcher, members, group_terms(*args), sdata, soffsets, rule)
         terms[members], live[members] = t, d
-    return terms, live
+    if searcher.stats is None:
+        df = live.sum(axis=0)
+    else:  # every part holding a signal has the same global df for it
+        df = np.zeros(n, dtype=np.int64)
+        for i in range(len(searcher.parts)):
+            known = np.flatnonzero(terms[i] >= 0)
+            df[known] = searcher.stats.df(i, terms[i, known])
+    return sdata, soffsets, arrange(sig_of, terms, live, df, np.int64(searcher.n_live))
 
 
-def term_tables(searcher: Any) -> list[tuple[list[int], tuple[int, int], tuple]]:
+def _check(searcher: Any, members: list[int], bad: int, sdata: np.ndarray, soffsets: np.ndarray, rule: tuple) -> None:
+    """A failed vocabulary or offsets check of part members[bad]: the long way names the defect."""
+    if bad >= 0:
+        ix = searcher.parts[members[bad]].index
+        lookup_terms(ix, sdata, soffsets, hash_spans(sdata, soffsets, rule[0], rule[1]))
+        raise IndexFormatError(f"{ix.path}: a vocabulary or term offsets check failed (corrupt index; rebuild it)")
+
+
+def term_tables(searcher: Any) -> list[tuple[list[int], tuple, tuple]]:
     """The parts' vocabularies as `lookup_parts` takes them (typed lists, made once), grouped by hash
-    key rule and array types: [(part positions, (seed, bits), arguments)]."""
+    key rule and array types: [(part positions, (seed, mask, key shift) as `group_terms` takes them,
+    arguments)]."""
     if searcher._terms is None:
-        import numba as nb
-
-        from .kernels.live import _frozen
+        from .kernels.live import _frozen, typed_list
 
         groups: dict[tuple, list[int]] = {}
         for i, p in enumerate(searcher.parts):
@@ -56,7 +77,7 @@ def term_tables(searcher: Any) -> list[tuple[list[int], tuple[int, int], tuple]]
             groups.setdefault(sig, []).append(i)
         made = []
         for sig, members in groups.items():
-            lists = [nb.typed.List() for _ in range(8)]
+            lists: list = [[] for _ in range(8)]
             for i in members:
                 ix, p = searcher.parts[i].index, searcher.parts[i]
                 arrays = [_frozen(a, a.dtype) for a in (ix.vocab, ix.signal_bytes, ix.signal_offsets,
@@ -65,8 +86,12 @@ def term_tables(searcher: Any) -> list[tuple[list[int], tuple[int, int], tuple]]
                 arrays.insert(1, checked_blocks(ix))  # written: the blocks found sorted
                 for lst, a in zip(lists, arrays, strict=True):
                     lst.append(a)
+            lists = [typed_list(lst) for lst in lists]
             ixs = [searcher.parts[i].index for i in members]
-            made.append((members, sig[0], (
+            (seed, bits), vocab = sig[0], ixs[0].vocab
+            shift = hashing.vocab_key_shift(bits) if vocab.dtype == np.uint32 else 0
+            rule = (np.uint64(seed), hash_mask(bits), np.uint64(shift))
+            made.append((members, rule, (
                 lists[0], lists[1], np.int64(VOCAB_BLOCK_SHIFT), ixs[0].vocab.dtype == np.uint64, lists[2],
                 lists[3], lists[4], np.array([ix.string_bits for ix in ixs], dtype=np.int64), lists[5],
                 np.array([ix.postings_length for ix in ixs], dtype=np.int64),

@@ -96,28 +96,19 @@ def build_index(
     if bom and not quiet:
         print(f"ssr: {collection}: a UTF-8 byte order mark starts the file; stripped (not part of the first id)",
               file=sys.stderr)
-    seeds_tried: list[dict[str, Any]] = []
-    seed = hash_seed
+
+    def refuse(exc: HashCollision, tried: list[dict[str, Any]]) -> None:
+        if isinstance(collection, _OneShot):
+            raise SsrError(f"signal hash collision ({exc}); a rebuild with another seed must read the "
+                           "documents again: pass a list or a file, not a one-shot iterator") from exc
+        if len(tried) >= MAX_SEED_ATTEMPTS:
+            raise SsrError(f"{_source_label(collection)}: signal hash collisions under {MAX_SEED_ATTEMPTS} seeds "
+                           f"(hash of {hash_bits} bits); last: {exc}") from exc
+        if not quiet:
+            print(f"ssr: {exc}; rebuilding with hash seed {tried[-1]['seed'] + 1}", file=sys.stderr)
+
     with os_errors(out), IndexWriter(out, force) as writer:
-        while True:
-            tmp = writer.staging()
-            try:
-                stats = _build_into(tmp, collection, config, seed)
-                break
-            except HashCollision as exc:
-                seeds_tried.append({"seed": seed, "collision": [exc.first, exc.second]})
-                writer.discard(tmp)
-                if isinstance(collection, _OneShot):
-                    raise SsrError(f"signal hash collision ({exc}); a rebuild with another seed must read the "
-                                   "documents again: pass a list or a file, not a one-shot iterator") from exc
-                if len(seeds_tried) >= MAX_SEED_ATTEMPTS:
-                    raise SsrError(
-                        f"{_source_label(collection)}: signal hash collisions under {MAX_SEED_ATTEMPTS} seeds "
-                        f"(hash of {hash_bits} bits); last: {exc}"
-                    ) from exc
-                seed += 1
-                if not quiet:
-                    print(f"ssr: {exc}; rebuilding with hash seed {seed}", file=sys.stderr)
+        tmp, stats, seed, seeds_tried = build_seeded(writer, collection, config, hash_seed, refuse)
         for name, (source, _) in (extra_files or {}).items():
             shutil.move(os.fspath(source), os.fspath(tmp / name))
         if bom:
@@ -127,6 +118,24 @@ def build_index(
         write_manifest(tmp, manifest)
         writer.commit([(tmp, documents)])
     return out
+
+
+def build_seeded(writer: Any, source: Any, config: BuildConfig, seed: int,
+                 refuse: Callable[[HashCollision, list[dict[str, Any]]], None]) -> tuple[Path, dict[str, Any], int,
+                                                                                      list[dict[str, Any]]]:
+    """Build `source` into a staging folder of `writer` (`IndexWriter` or a scratch stager), a signal hash
+    collision retried with the next seed; `refuse(collision, seeds tried)` raises when no retry may follow.
+    Returns (the folder, the build's stats, the seed used, the seeds tried: {"seed", "collision"} each)."""
+    seeds_tried: list[dict[str, Any]] = []
+    while True:
+        tmp = writer.staging()
+        try:
+            return tmp, _build_into(tmp, source, config, seed), seed, seeds_tried
+        except HashCollision as exc:
+            seeds_tried.append({"seed": seed, "collision": [exc.first, exc.second]})
+            writer.discard(tmp)
+            refuse(exc, seeds_tried)
+            seed += 1
 
 
 def _manifest(config: BuildConfig, stats: dict[str, Any], seed: int, seeds_tried: list[dict[str, Any]],

@@ -2,6 +2,10 @@
 (`search_parts`), with the collection-wide id ranks it cuts ties by (`collection_rank`).
 
 Arrays in, arrays out; every kernel accepts read-only (memory-mapped) arrays.
+
+Over 400 lines (issue 11) on purpose: the one-call search over parts, the arrays it reads (`prepare_parts`,
+with the typed lists it takes) and the id ranks it cuts ties by change together; split, each piece would
+import the others' private layouts.
 """
 
 from __future__ import annotations
@@ -262,6 +266,29 @@ def _parts_serial(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss,
     return sizes, out_d, out_s, out_m, bad
 
 
+@nb.njit(cache=True)
+def _list_of(a):
+    out = nb.typed.List()
+    out.append(a)
+    return out
+
+
+@nb.njit(cache=True)
+def _push(items, a):
+    items.append(a)
+
+
+def typed_list(items):
+    """A typed list of items of one type (arrays, tuples), at least one, made by cached kernels: a
+    `nb.typed.List`'s own `append` is compiled for each item type in every process (seconds before a
+    process's first search over parts; 16-24 s under load 18 against 5-7 s for these, which is Numba's
+    first load of any kernel)."""
+    out = _list_of(items[0])
+    for a in items[1:]:
+        _push(out, a)
+    return out
+
+
 def _frozen(a, dtype):
     """a as a read-only C array of dtype (a typed list holds arrays of one type; memory maps are read-only)."""
     a = np.ascontiguousarray(a, dtype=dtype).view()
@@ -277,7 +304,7 @@ def prepare_parts(parts, method="ssr", grank=None):
     None. Returns (typed lists of indptr, docs, rank, live, order, forward indptr and terms; starts,
     sizes int64[P]; monotone bool[P]; the order one set of levels reads the parts in; the indptrs; method).
     """
-    lists = [nb.typed.List() for _ in range(7)]
+    lists: list[list] = [[] for _ in range(7)]
     empty = np.zeros(0, dtype=np.uint8)
     # one typed list holds one array type: offsets stay int32 when every part's are (no copy of a
     # vocabulary-sized array per call); a mix is widened to int64
@@ -289,6 +316,7 @@ def prepare_parts(parts, method="ssr", grank=None):
                                       f_indptr if method == "ssr" else no_fwd, f_terms),
                               (ip, np.uint32, np.uint32, np.uint8, np.int64, fp, np.uint32), strict=True):
             lst.append((_frozen(a[0], dt), np.int64(a[1])) if a is f_terms else _frozen(a, dt))
+    lists = [typed_list(lst) for lst in lists]
     starts = np.array([p[0] for p in parts], dtype=np.int64)
     grank = np.zeros(0, np.uint32) if grank is None else grank
     # one set of levels reads the parts in about the collection's id order (by each part's median id): a

@@ -7,6 +7,11 @@ and each part's vocabulary is walked front to back, every search galloping on fr
 one ended (the vocabulary pages, offsets and strings are then read in order). The checks are
 `terms.lookup`'s (every vocabulary block a search reads, every candidate's offsets and code); when
 one fails the caller repeats that part's look-up the long way, whose functions name the defect.
+
+`prepare_parts` is a batch's whole preparation in one GIL-free call, as `query.prepare` is one index's
+(signals, keys, the look-up pass, global df and weights, each query's terms in ascending weight per part
+and over the collection), so threads preparing pieces run in parallel; `signals`, `group_terms` and
+`arrange` are its steps, called one by one where parts hash by several rules or df is given (shards).
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .fnv import fnv1a64
+from .query import _by_weight, weight
 from .spans import span_equal
 from .strings import sound, term_equal
+from .text import extract_signals
 from .validate import block_sound
 
 
@@ -109,3 +117,96 @@ def lookup_parts(keys, order, data, offsets, vocabs, checkeds, shift, strict, ta
                     break
                 p += 1
     return -1
+
+
+@nb.njit(cache=True, nogil=True)
+def signals(data, q_offsets, stop, cap):
+    """The queries' signals (`text.extract_signals`; query q is data[q_offsets[q]:q_offsets[q + 1]]):
+    (sig_of int64[Q + 1]: query q's signals sig_of[q]..sig_of[q + 1] - 1, bytes uint8, offsets int64[n + 1])."""
+    nq = q_offsets.shape[0] - 1
+    sig_of, sdata, soffsets, _, _, _ = extract_signals(data, q_offsets[:-1], q_offsets[1:],
+                                                       np.arange(nq + 1, dtype=np.int64), stop[0], stop[1], stop[2],
+                                                       stop[3], cap, True)
+    return sig_of, sdata, soffsets
+
+
+@nb.njit(cache=True, nogil=True)
+def group_terms(sdata, soffsets, seed, mask, key_shift, vocabs, checkeds, shift, strict, tables, table_offsets, codess,
+                bitss, indptrs, n_postings, n_docs, deleted_terms, deleted_df, terms, df):
+    """`lookup_parts` of signals (spans of sdata) in parts sharing one key rule: key = (fnv1a64 with
+    seed & mask) >> key_shift in the vocabularies' dtype (`query.prepare`'s). Returns as `lookup_parts`."""
+    n = soffsets.shape[0] - 1
+    keys = np.empty(n, dtype=vocabs[0].dtype)
+    for i in range(n):
+        keys[i] = (fnv1a64(sdata, soffsets[i], soffsets[i + 1], seed) & mask) >> key_shift
+    return lookup_parts(keys, np.argsort(keys, kind="mergesort"), sdata, soffsets, vocabs, checkeds, shift, strict,
+                        tables, table_offsets, codess, bitss, indptrs, n_postings, n_docs, deleted_terms,
+                        deleted_df, terms, df)
+
+
+@nb.njit(cache=True, nogil=True)
+def arrange(sig_of, terms, live, df, n_docs):
+    """Each query's terms in ascending weight (stable: ties in signal order), per part and over the collection.
+
+    sig_of int64[Q + 1] (as `signals`); terms, live int64[P, n] (`lookup_parts`); df int64[n]: global
+    df; n_docs: N of the weights (`query.weight`). Part s takes the signals it has live documents of,
+    the collection those of global df > 0. Returns (weights float64[n] (0: df 0), offsets int64[P + 1,
+    Q + 1] (row P: the collection's), starts int64[P + 2]: set s is entries starts[s]..starts[s + 1] - 1
+    of (terms int64 (the collection's: signal numbers), weights float64, signal numbers int64), and
+    int64[P, A]: each part's term of the collection's A entries (-1: no live document there)).
+    """
+    n_parts, n = terms.shape
+    nq = sig_of.shape[0] - 1
+    weights = np.zeros(n, dtype=np.float64)
+    for i in range(n):
+        if df[i] > 0:
+            weights[i] = weight(n_docs, df[i])
+    starts = np.zeros(n_parts + 2, dtype=np.int64)
+    for s in range(n_parts + 1):
+        kept = 0
+        for i in range(n):
+            kept += (live[s, i] > 0) if s < n_parts else (df[i] > 0)
+        starts[s + 1] = starts[s] + kept
+    offsets = np.zeros((n_parts + 1, nq + 1), dtype=np.int64)
+    f_terms = np.empty(starts[-1], dtype=np.int64)
+    f_weights = np.empty(starts[-1], dtype=np.float64)
+    f_sel = np.empty(starts[-1], dtype=np.int64)
+    for s in range(n_parts + 1):
+        m = starts[s]
+        for q in range(nq):
+            a = m
+            for i in range(sig_of[q], sig_of[q + 1]):
+                if (live[s, i] > 0) if s < n_parts else (df[i] > 0):
+                    f_terms[m] = terms[s, i] if s < n_parts else i
+                    f_weights[m] = weights[i]
+                    f_sel[m] = i
+                    m += 1
+            _by_weight(f_terms, f_weights, f_sel, a, m)
+            offsets[s, q + 1] = m - starts[s]
+    a = starts[n_parts]
+    shared = np.full((n_parts, starts[-1] - a), -1, dtype=np.int64)
+    for s in range(n_parts):
+        for j in range(shared.shape[1]):
+            i = f_sel[a + j]
+            if live[s, i] > 0:
+                shared[s, j] = terms[s, i]
+    return weights, offsets, starts, f_terms, f_weights, f_sel, shared
+
+
+@nb.njit(cache=True, nogil=True)
+def prepare_parts(data, q_offsets, stop, cap, seed, mask, key_shift, n_live, vocabs, checkeds, shift, strict, tables,
+                  table_offsets, codess, bitss, indptrs, n_postings, n_docs, deleted_terms, deleted_df):
+    """A batch's query terms over parts of one key rule, from the queries' UTF-8 bytes, in one call:
+    `signals`, `group_terms` (every part), global df = the sum of the parts' live df, `arrange` with
+    N = n_live. Returns (the first part whose checks failed or -1, signal bytes, signal offsets,
+    `arrange`'s tuple)."""
+    sig_of, sdata, soffsets = signals(data, q_offsets, stop, cap)
+    n = soffsets.shape[0] - 1
+    terms = np.zeros((len(vocabs), n), dtype=np.int64)  # (rows after a failed part's are left as they are)
+    live = np.zeros((len(vocabs), n), dtype=np.int64)
+    bad = group_terms(sdata, soffsets, seed, mask, key_shift, vocabs, checkeds, shift, strict, tables, table_offsets,
+                      codess, bitss, indptrs, n_postings, n_docs, deleted_terms, deleted_df, terms, live)
+    df = np.zeros(n, dtype=np.int64)
+    for s in range(len(vocabs)):
+        df += live[s]
+    return bad, sdata, soffsets, arrange(sig_of, terms, live, df, n_live)
