@@ -7,14 +7,12 @@ with concurrent writes, and MetaTool through POST /discover against `ssr agents 
 The server is `ssr agents serve` in its own process (uvicorn, one worker) on a copy of a pristine
 registry (built once into --work and kept; every run starts from the same cards), started after a
 process of its own has warmed the registry up once (kernels compiled into Numba's cache: the served
-process's memory is then a restarted server's, without a compiler's). Load generators:
-wrk (Debian package `wrk`; a Lua script cycles through generated request bodies) for latency
-(1 connection) and throughput (16 connections, 2 threads); an httpx client in this process for
-the update runs and the load run with writes (it needs to read each answer). Client and server
-share the machine's cores, so the figures include the client's own CPU use. `--skip` leaves out
-phases (latency, throughput, updates, load, metatool). Update visibility is reported with p50, p90,
-p99, max, a histogram and every round's value. `SSR_BENCH_TREE=/other/checkout` runs that
-checkout's code (server and writer) with this script: A/B runs of two trees under one harness.
+process's memory is then a restarted server's, without a compiler's). Load generators: wrk (Debian
+package `wrk`; a Lua script cycles through generated request bodies) for latency (1 connection) and
+throughput (16 connections, 2 threads); an httpx client in this process for the update runs and
+the load run with writes (it needs to read each answer). Client and server share the machine's
+cores, so the figures include the client's own CPU use. Update visibility: p50, p90, p99, max, a
+histogram, every round's value, the rounds a merge ran beside. `SSR_BENCH_TREE` (below): A/B.
 """
 
 from __future__ import annotations
@@ -38,9 +36,8 @@ from urllib.parse import quote
 import httpx
 import psutil
 
-# SSR_BENCH_TREE=/path/to/checkout serves (and writes with) another checkout's code: A/B runs, one script.
-# Its processes start in that checkout: `python -m`/`-c` put the working folder before PYTHONPATH, so a
-# process started in another checkout ran that one's code (last session's A/B of two trees ran one tree)
+# SSR_BENCH_TREE=/other/checkout: that checkout's code serves and writes; its processes start in it (`python -m`
+# and `-c` put the working folder before PYTHONPATH: started elsewhere, they ran the other folder's code)
 ROOT = Path(os.environ.get("SSR_BENCH_TREE") or Path(__file__).resolve().parents[1]).resolve()
 sys.path.insert(0, str(ROOT))
 
@@ -151,6 +148,7 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
     from the end of the commit: the server's refresh delay plus requests)."""
     own, put_ms, other, other_write_ms = [], [], [], []
     phases: list[dict[str, float]] = []  # the server's own account of each PUT (`LiveRegistry.put_many`'s "ms")
+    extra: list[dict[str, Any]] = []  # and what else ran meanwhile: collections, a background merge
     writer = LiveRegistry.open(index)
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
         for i in range(rounds):
@@ -160,7 +158,9 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
             r = c.put("/cards/" + quote(cid, safe=""), json=card)
             put_ms.append((time.perf_counter() - t0) * 1e3)
             assert r.status_code in (200, 201), r.text
-            phases.append(r.json().get("ms") or {})
+            answer = r.json()
+            phases.append(answer.get("ms") or {})
+            extra.append({"gc_ms": answer.get("gc_ms"), "merging": answer.get("merging")})
             own.append(_wait_visible(c, word, cid, t0))
         for i in range(rounds):
             word, cid = f"zqother{i}x", f"other {i}"
@@ -179,17 +179,18 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
     worst = sorted(range(rounds), key=lambda i: -own[i])[:10]
     slowest = [{"round": i, "visible_ms": round(own[i], 1), "put_ms": round(put_ms[i], 1), "server_ms": phases[i],
                 "put_outside_server_ms": round(put_ms[i] - sum(phases[i].values()), 1),
-                "polling_ms": round(own[i] - put_ms[i], 1)} for i in worst]
-    server = {k: _summary([ph.get(k, 0.0) for ph in phases])
+                "polling_ms": round(own[i] - put_ms[i], 1), **extra[i]} for i in worst]
+    server = {k: {s: v for s, v in _summary([ph.get(k, 0.0) for ph in phases]).items() if s != "values_ms"}
               for k in ("build", "wait", "commit", "show", "hop", "back")}
-    for v in server.values():
-        v.pop("values_ms")
     first = {"visible_ms": round(own[0], 1), "put_ms": round(put_ms[0], 1), "server_ms": phases[0]}
+    merging = [bool(e["merging"]) for e in extra]
+    beside = {w: [v for v, m in zip(own, merging, strict=True) if m == (w == "with")] for w in ("with", "without")}
+    overlap = {"rounds_with_a_merge": sum(merging), "gc_ms_total": round(sum(e["gc_ms"] or 0 for e in extra), 1),
+               **{f"median_ms_{w}": round(statistics.median(v), 1) if v else None for w, v in beside.items()}}
     return {"rounds": rounds, "own_put_then_visible": _summary(own), "first_write_after_start": first,
-            "put_answered": _summary(put_ms),
-            "put_server_phases": server, "slowest_own_rounds": slowest,
+            "put_answered": _summary(put_ms), "put_server_phases": server, "slowest_own_rounds": slowest,
+            "own_rounds_beside_merges_and_gc": overlap,
             "other_process_commit_then_visible": _summary(other), "other_process_write": _summary(other_write_ms)}
-
 
 
 def load_with_writes(server: Server, queries: list[str], extra_cards: list[dict], n_requests: int = 10_000,
@@ -317,7 +318,6 @@ def metatool(directory: Path | None, work: Path, cli_queries: int = 20) -> dict[
                              f"runs); the CLI process itself for the first {cli_queries}"}
 
 
-
 def pristine(work: Path, cards: int, seed: int) -> tuple[Path, float | None]:
     """The registry every run starts from (built once, marked done), and the build time when built now."""
     base = work / f"registry-{cards}-{seed}"
@@ -393,7 +393,6 @@ def main() -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     return 0
-
 
 
 if __name__ == "__main__":

@@ -125,11 +125,13 @@ def test_a_write_goes_on_while_a_merge_builds_and_both_commit(tmp_path, monkeypa
         return prepare(self, *args, **kwargs)
 
     monkeypatch.setattr(LiveIndex, "prepare", held)
-    for c in cards[40:44]:
+    assert live.put_many(cards[40:41])["merging"] is False  # no merge ran beside this write
+    for c in cards[41:44]:
         live.put(c)  # the fourth one-card segment starts a merge of the four
     assert building.wait(60)
     before = live.version
-    live.put(cards[44])  # would wait for the merge if merges held the registry's lock while building
+    # would wait for the merge if merges held the registry's lock while building; it tells of the merge
+    assert live.put_many(cards[44:45])["merging"] is True
     assert live.delete(cards[0].id)  # the built segment: not one the merge replaces
     assert live.version == before + 2 and cards[44].id in live and cards[0].id not in live
     release.set()

@@ -263,3 +263,38 @@ def test_a_registry_of_mcp_servers_is_built_served_and_found(tmp_path):
     assert reg.discover("move calendar events", 3).ids[0] == "io.github.example/calendar-mcp"
     card = reg.card("com.example/pdf-tools")  # read back from the card store: the same id and text
     assert card.id == "com.example/pdf-tools" and json.loads(card.raw)["remotes"][0]["url"].endswith("/mcp")
+
+
+def test_a_smithery_like_server_detail_is_one_card_holding_its_tools(tmp_path):
+    # a server's detail (its tools listed) is one card named by `qualifiedName`, not one card per tool
+    # named by the tools' generic names ("convert" would collide across servers)
+    detail = MCP_REGISTRY / "smithery-server-detail.json"
+    (card,) = read_cards(detail)
+    assert (card.id, card.title, card.source) == ("@example/unit-converter", "Unit Converter", f"{detail}:1")
+    assert [t.name for t in card.tools] == ["convert", "list_units"]
+    assert "miles to kilometres" in " ".join(capability_values(card))  # the tools' text is indexed
+    assert json.loads(card.raw) == json.loads(detail.read_text())  # stored as published
+    # two servers' details side by side: two cards, their tools found through their servers
+    other = json.loads(detail.read_text()) | {"qualifiedName": "@example/thermo", "displayName": "Thermo",
+                                              "description": "Temperatures.", "tools": [
+                                                  {"name": "convert", "description": "Celsius to Fahrenheit.",
+                                                   "inputSchema": {"type": "object"}}]}
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps([json.loads(detail.read_text()), other], indent=1))
+    build_registry(read_cards(both), tmp_path / "reg")
+    reg = Registry.open(tmp_path / "reg")
+    assert reg.discover("convert celsius to fahrenheit", 2).ids[0] == "@example/thermo"
+    assert reg.discover("kilometres", 2).ids == ["@example/unit-converter"]
+
+
+def test_a_markdown_awesome_list_is_refused_naming_file_and_line(tmp_path):
+    listed = MCP_REGISTRY / "awesome-list.md"
+    with pytest.raises(InputError, match=rf"^{listed}:7: Markdown \(an awesome-list\?\), not cards"):
+        read_cards(listed)
+    for suffix in (".json", ".jsonl"):  # the same text under a card file's name: the same refusal
+        copy = tmp_path / f"servers{suffix}"
+        copy.write_text(listed.read_text())
+        with pytest.raises(InputError, match=rf"^{copy}:7: Markdown"):
+            read_cards(copy)
+    assert main(["agents", "build", "--cards", str(listed), "--out", str(tmp_path / "reg")]) == 2
+    assert not (tmp_path / "reg").exists()  # nothing half-written

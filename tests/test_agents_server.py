@@ -133,6 +133,7 @@ def test_card_ids_in_paths_and_writes(served):
         assert r.status_code == 201 and {key: body[key] for key in ("id", "created", "version")} == {
             "id": odd, "created": True, "version": 2}
         assert {"build", "commit"} <= set(body["ms"])  # where the write's time went
+        assert body["merging"] is False and body["gc_ms"] >= 0  # no merge yet; collections meanwhile
         # visible to the very next request
         assert c.post("/discover", json={"query": "rain radar", "k": 1}).json()["pool"][0]["id"] == odd
         assert c.get(_path(odd)).json() == card
@@ -353,3 +354,20 @@ def test_metatool_through_http_equals_the_cli(tmp_path, capsys):
                 assert http_pool == list(zip(p.ids, p.scores, p.matches, strict=True))
     finally:
         s.close()
+
+
+def test_the_gc_clock_counts_collections():
+    # a PUT's "gc_ms" is this clock's advance over the write: a collection (any thread's) advances it
+    import gc
+
+    from ssr_engine.agents.server import GC_CLOCK
+
+    before = GC_CLOCK.seconds
+    cycles = []
+    for _ in range(20_000):
+        a: list = []
+        a.append(a)  # garbage only a collection frees
+        cycles.append(a)
+    del cycles, a
+    gc.collect()
+    assert GC_CLOCK.seconds > before

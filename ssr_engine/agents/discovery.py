@@ -23,8 +23,8 @@ from typing import Any
 from ..errors import IndexFormatError, InputError, SsrError
 from ..format import CARD_STORE, CARD_STORE_FORMAT
 from ..retrieval import Retriever, SearchResult, check_k
-from .cards import AgentCard, capability_values, card_document, parse_card
-from .sources import iter_cards, unique_cards
+from .cards import AgentCard, capability_values, card_document
+from .sources import iter_cards, stored_card, unique_cards
 
 CARD_CACHE = 4096  # parsed cards kept per store
 
@@ -110,7 +110,7 @@ class CardStore:
             self._cache.move_to_end(card_id)
             return card
         text = self.text(card_id)
-        card = parse_card(json.loads(text), self.path, None, self._row[card_id] + 1, raw=text)
+        card = stored_card(json.loads(text), self.path, self._row[card_id] + 1, text)
         if card.id != card_id:  # the id was chosen at build time (e.g. an explicit one); keep it
             card = dataclasses.replace(card, id=card_id)
         self._cache[card_id] = card

@@ -222,11 +222,12 @@ class LiveRegistry:
     def put_many(self, cards: Iterable[AgentCard], on_duplicate: str = "keep-last") -> dict[str, Any]:
         """Add or replace cards in one commit, shown before returning; returns {"added", "replaced",
         "version" (the version this registry shows now), "ms" (where the time went: build, wait for
-        the lock, commit, show)}. Segments are merged after (`merge`)."""
+        the lock, commit, show), "merging" (whether a background merge ran meanwhile)}. Segments are
+        merged after (`merge`)."""
         cards = list(unique_cards(cards, on_duplicate))
         if not cards:
             return {"added": 0, "replaced": 0, "version": self.version}
-        t = [time.perf_counter()]
+        t, mark = [time.perf_counter()], self.merges.overlap()
         with self.merges.writing(), self._segment(cards) as (segment, store):  # built before any lock is taken
             t.append(time.perf_counter())
             with self._lock:
@@ -239,7 +240,7 @@ class LiveRegistry:
                 t.append(time.perf_counter())
                 ms = {k: round((t[i + 1] - t[i]) * 1e3, 2) for i, k in enumerate(("build", "wait", "commit", "show"))}
                 return {"added": len(cards) - report["replaced"], "replaced": report["replaced"],
-                        "version": self.version, "ms": ms}
+                        "version": self.version, "ms": ms, "merging": self.merges.overlapped(mark)}
 
     def delete(self, card_id: str) -> bool:
         """Remove the card with this id; False (nothing written) when there is none."""

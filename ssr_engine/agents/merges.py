@@ -42,6 +42,15 @@ class Merger:
         self._last_write = 0.0
         self._writes = 0  # writes under way (`writing`)
         self._count = threading.Lock()
+        self.started = self.ended = 0  # background merges begun and finished: a write tells whether one overlapped it
+
+    def overlap(self) -> tuple[int, int]:
+        """A mark to pass to `overlapped` after a write."""
+        return self.started, self.ended
+
+    def overlapped(self, mark: tuple[int, int]) -> bool:
+        """Whether a background merge ran at some time since `mark` (`overlap`) was taken."""
+        return mark[1] < mark[0] or self.started > mark[0] or self.ended > mark[1]
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -86,7 +95,11 @@ class Merger:
                     wait = self._last_write + self.quiet - time.monotonic()
                     due = wait <= 0 or len(reg.view().stores) > reg.max_segments
                 if due:  # outside the lock: the merge builds while writes go on (`LiveRegistry.merge_once`)
-                    wait = 0.0 if reg.merge_once() else self.quiet
+                    self.started += 1
+                    try:
+                        wait = 0.0 if reg.merge_once() else self.quiet
+                    finally:
+                        self.ended += 1
                 time.sleep(max(wait, 0.0))
         except SsrError as exc:  # another writer busy, disk full...: the next write tries again
             print(f"ssr: registry merge postponed: {exc}", file=sys.stderr)

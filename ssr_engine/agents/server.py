@@ -5,7 +5,8 @@ HTTP (FastAPI under uvicorn; OpenAPI at /openapi.json, docs at /docs):
     POST   /discover      {"query": "...", "k": 20, "explain": false}
                           -> {"query", "k", "version", "pool": [{"id", "score", "matches", "card"}, ...]}
     GET    /cards/{id}    -> the card as published (ids percent-encoded in the path)
-    PUT    /cards/{id}    body: the card -> 201 created / 200 replaced
+    PUT    /cards/{id}    body: the card -> 201 created / 200 replaced: {"id", "created", "version",
+                          "ms" (where the time went), "gc_ms" (collections meanwhile), "merging" (a merge ran)}
     DELETE /cards/{id}    -> 200, or 404
     GET    /health        -> {"status": "ok", "cards", "version", "scoring"}
 
@@ -68,6 +69,24 @@ def pool_json(view: View, query: str, k: int, explain: bool = False) -> str:
         entries.append(f'{head}, "card": {text}}}')
     return (f'{{"query": {json.dumps(pool.query)}, "k": {json.dumps(pool.k)}, "version": {view.version}, '
             f'"pool": [{", ".join(entries)}]}}')
+
+
+class _GcClock:
+    """Seconds this process has spent in the garbage collector since it started counting (every thread
+    waits for a collection: the GIL): how much of a slow answer was a collection."""
+
+    def __init__(self) -> None:
+        self.seconds, self._began = 0.0, 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
+
+
+GC_CLOCK = _GcClock()
 
 
 async def refresher(registry: LiveRegistry, interval: float) -> None:
@@ -267,9 +286,10 @@ def create_app(
         sent = time.perf_counter()
 
         def put() -> dict[str, Any]:
-            started = time.perf_counter()
+            started, paused = time.perf_counter(), GC_CLOCK.seconds
             out = registry.put_many([card])
             out["ms"]["hop"], out["ended"] = round((started - sent) * 1e3, 2), time.perf_counter()
+            out["gc_ms"] = round((GC_CLOCK.seconds - paused) * 1e3, 2)  # within the phases: not one of them
             return out
 
         try:
@@ -281,7 +301,7 @@ def create_app(
         report["ms"]["back"] = round((time.perf_counter() - report["ended"]) * 1e3, 2)
         replaced = report["replaced"] > 0
         body = json.dumps({"id": cid, "created": not replaced, "version": report["version"],
-                           "ms": report.get("ms")})
+                           "ms": report.get("ms"), "gc_ms": report["gc_ms"], "merging": report.get("merging")})
         return Response(body, status_code=200 if replaced else 201, media_type="application/json")
 
     @app.delete("/cards/{card_id:path}", summary="Remove a card")

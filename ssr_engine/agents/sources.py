@@ -2,12 +2,14 @@
 
 A JSONL file holds one value per line; a `.json` file one value; a folder is searched recursively
 for `.json` files (`card_files`; `.well-known/agent-card.json` layouts included). A value is a card,
-an MCP `tools/list` answer (the JSON-RPC envelope or its `result` object: one card per tool), an
-MCP registry's server list (`{"servers": [...]}`: one card per server.json, `_server_card`), one
-server.json (`_is_server`: a seed file's entry, a publisher's file) or an array of these. Each
-card is parsed by `cards.parse_card` and named by the line where it starts in its file (found by a
-key-path walk with the C JSON decoder, `_item_offsets`), so every error names the user's file and
-line. `unique_cards` enforces unique ids; the writers write JSONL atomically.
+an MCP `tools/list` answer (the JSON-RPC envelope or its `result` object: one card per tool), an MCP
+registry's server list (`{"servers": [...]}`: one card per server.json, `_server_card`), one
+server.json (`_is_server`: a seed file's entry, a publisher's file; a smithery-like server with its
+tools, named by `qualifiedName`) or an array of these. Markdown (an awesome-list) is refused, naming
+the file and its first list line (`_markdown`). Each card is parsed by `cards.parse_card` and named
+by the line where it starts in its file (found by a key-path walk with the C JSON decoder,
+`_item_offsets`), so every error names the user's file and line. `unique_cards` enforces unique ids;
+the writers write JSONL atomically.
 """
 
 from __future__ import annotations
@@ -100,9 +102,17 @@ def _tool_list(value: Any) -> tuple[list[Any], tuple[str, ...]] | None:
         if isinstance(result, dict) and isinstance(result.get("tools"), list):
             return result["tools"], ("result", "tools")
         return None
-    if isinstance(value.get("tools"), list) and "name" not in value and "id" not in value:
+    if isinstance(value.get("tools"), list) and "name" not in value and "id" not in value \
+            and not _smithery_like(value):  # a server's detail lists its tools: one card (`_server_card`)
         return value["tools"], ("tools",)
     return None
+
+
+def _smithery_like(value: Any) -> bool:
+    """Whether a JSON value is a server of a smithery-like registry (a list's entry or a server's detail,
+    with its `tools`): named by `qualifiedName`, with neither `name` nor `id`."""
+    return isinstance(value, dict) and isinstance(value.get("qualifiedName"), str) and "name" not in value \
+        and "id" not in value
 
 
 def _server_list(value: Any) -> list[Any] | None:
@@ -116,6 +126,8 @@ def _server_list(value: Any) -> list[Any] | None:
 def _is_server(value: Any) -> bool:
     """Whether a JSON value is one server.json of an MCP registry outside a server list (a seed file's
     entry, a server.json file): it names its schema, or carries the first answers' `version_detail`."""
+    if _smithery_like(value):
+        return True
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return False
     schema = value.get("$schema")
@@ -123,7 +135,15 @@ def _is_server(value: Any) -> bool:
         isinstance(value.get("version_detail"), dict)
 
 
-def _server_card(entry: Any, path: Path, line: int, position: int) -> AgentCard | None:
+def stored_card(obj: Any, path: str | os.PathLike[str], position: int, raw: str) -> AgentCard:
+    """A card read back from a card store (`raw`, its published text, decoded as `obj`), parsed as its
+    source was: a smithery-like server is named by its `qualifiedName` (it has no `name`)."""
+    if _smithery_like(obj):
+        return _server_card(obj, Path(path), None, position, raw) or parse_card(obj, path, None, position, raw)
+    return parse_card(obj, path, None, position, raw)
+
+
+def _server_card(entry: Any, path: Path, line: int | None, position: int, raw: str | None = None) -> AgentCard | None:
     """One entry of an MCP registry's server list as a card, or None for a version the registry marks
     as not the latest (a list may hold every version of a server; a client installs the latest).
 
@@ -140,12 +160,10 @@ def _server_card(entry: Any, path: Path, line: int, position: int) -> AgentCard 
         if (isinstance(official, dict) and official.get("isLatest") is False) or \
                 (isinstance(detail, dict) and detail.get("is_latest") is False):
             return None
-    raw = None
-    if isinstance(server, dict) and "name" not in server and "id" not in server \
-            and isinstance(server.get("qualifiedName"), str):
-        # a smithery-like list: `qualifiedName` is the unique key, `displayName` what a person reads;
-        # the stored card stays the entry as published
-        raw = json.dumps(server, ensure_ascii=False)
+    if _smithery_like(server):
+        # `qualifiedName` is the unique key, `displayName` what a person reads; a server's detail lists
+        # its tools (indexed as a card's tools); the stored card stays the entry as published
+        raw = raw if raw is not None else json.dumps(server, ensure_ascii=False)
         named = {**server, "name": server["qualifiedName"]}
         if isinstance(server.get("displayName"), str) and "title" not in server:
             named["title"] = server["displayName"]
@@ -216,6 +234,8 @@ def _iter_jsonl(path: Path) -> Iterator[AgentCard]:
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
+                if lineno == 1 and _MD_LINE.match(text):
+                    raise _markdown(path, path.read_text("utf-8", "replace")) from exc
                 raise InputError(path, lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
             except RecursionError as exc:
                 raise InputError(path, lineno, "invalid JSON: nested too deeply") from exc
@@ -230,6 +250,8 @@ def _iter_json_file(path: Path) -> Iterator[AgentCard]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
+        if _MD_LINE.match(text):
+            raise _markdown(path, text) from exc
         raise InputError(path, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
     except RecursionError as exc:
         raise InputError(path, None, "invalid JSON: nested too deeply") from exc
@@ -271,7 +293,22 @@ def iter_cards(path: str | os.PathLike[str]) -> Iterator[AgentCard]:
 
 
 def _iter_file(p: Path) -> Iterator[AgentCard]:
+    if p.suffix.lower() in MARKDOWN_SUFFIXES:
+        raise _markdown(p, _decode(p.read_bytes(), p, None))
     yield from (_iter_json_file(p) if p.suffix.lower() == ".json" else _iter_jsonl(p))
+
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+_MD_LINE = re.compile(r"\s*(#{1,6}\s|[-*+]\s+\[[^\]]*\]\()")  # a heading, or a list item opening with a link
+
+
+def _markdown(path: Path, text: str) -> InputError:
+    """The refusal of a Markdown file (an awesome-list of servers is prose: no ids, no fields), naming
+    its first list line with a link (or its first line)."""
+    lines = text.splitlines()
+    line = next((i for i, t in enumerate(lines, 1) if re.match(r"\s*[-*+]\s+\[", t)), 1)
+    return InputError(path, line, "Markdown (an awesome-list?), not cards: give A2A agent cards, MCP tools/list "
+                                  "answers or an MCP registry's server list, as JSON or JSONL")
 
 
 ON_DUPLICATE = ("error", "keep-last")
