@@ -10,6 +10,12 @@ already compiles one function at a time (its global compiler lock), so serialisi
 cannot help; serialising every `ast.parse` does. `install()`, run when `ssr_engine` is imported,
 replaces `ast.parse` by a wrapper that holds one re-entrant lock (a finaliser that parses on the same
 thread must not deadlock), on those releases only; elsewhere it does nothing.
+
+Why a lock and not `requires-python >= 3.11.8`: the interpreters our users start from are on the
+affected side - this team's machine runs CPython 3.11.7 (pyenv) and its system Python is Debian 12's
+3.11.2, and Ubuntu 22.04 LTS ships 3.10.12 - so a requirement would refuse to install where the engine
+works. The lock costs an uncontended acquire per parse (parsing is rare after the kernels compile). When
+3.11.8 is the oldest Python we support, this module and its call in `ssr_engine/__init__.py` go.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ class DocIdTable:
         self.n = 0
         self.seen_hash = np.zeros(0, dtype=np.uint64)
         self.seen_doc = np.zeros(0, dtype=np.int64)
+        self.sealed = False
 
     def _id_at(self, doc: int) -> tuple[str, int]:
         c = bisect.bisect_right(self.starts, doc) - 1
@@ -39,6 +40,8 @@ class DocIdTable:
 
     def add(self, chunk: Chunk, skip_bad_lines: bool, bad: list[BadLine]) -> Chunk:
         """Check the chunk's ids against all earlier ones; returns it (minus skipped duplicates)."""
+        if self.sealed:
+            raise RuntimeError("DocIdTable.add after seal: the duplicate check's tables are gone")
         if chunk.n_docs == 0:
             return chunk
         encoded = [i.encode("utf-8") for i in chunk.ids]
@@ -89,6 +92,15 @@ class DocIdTable:
             if other == doc_id:
                 return line
         return None
+
+    def seal(self) -> None:
+        """Every chunk is in: drop what only the duplicate check reads (hash, document and line number:
+        24 bytes a document, 212 MB at 8.8M), which the rest of the build would otherwise hold through
+        its peak."""
+        self.sealed = True
+        self.seen_hash = np.zeros(0, dtype=np.uint64)
+        self.seen_doc = np.zeros(0, dtype=np.int64)
+        self.line_chunks = []
 
     def finish(self, out_dir: Path) -> tuple[dict[str, Any], pa.Array]:
         """Write doc_ids.parquet and doc_rank.npy; returns the id settings for the manifest, and the ids."""

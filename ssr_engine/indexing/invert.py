@@ -89,6 +89,7 @@ def invert(collection: Path | str | Iterable[Any], config: BuildConfig, seed: in
             while pending:
                 finish_one()
                 checkpoint()
+            ids.seal()
         finally:
             for f, _ in pending:
                 f.cancel()

@@ -115,7 +115,10 @@ def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
 
     The same bottom-up merge as `merge._sort_group` (ids), kept apart: a shared sort would take
     its comparison as a function argument, and this one's is written inline (two packed keys,
-    then lengths, then bytes) for the reason given above `_tokenize_value`."""
+    then lengths, then bytes) for the reason given above `_tokenize_value`. Measured: a shared
+    `merge_sort(idx, tmp, lo, hi, before, ctx)` (inlined, insertion-sorted runs of 16, the
+    comparison's five arrays in a tuple) made this sort 4.2x slower and the whole extraction 2.0x
+    (300K passages, one thread, under load): unpacking the tuple counts references on each array."""
     width = 1
     src = order
     dst = tmp
