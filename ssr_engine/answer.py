@@ -8,6 +8,7 @@ the pieces of a threaded batch on the calling thread and kept helpers).
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 import numba
@@ -39,7 +40,9 @@ class Answers:
     per calling thread, the index's id table read once."""
 
     def __init__(self, searcher: Any):
-        self._searcher = searcher
+        # a weak proxy: the searcher owns this object, and a cycle would keep its segments' reader holds (and so
+        # the segments a writer wants to remove) alive until the garbage collector runs
+        self._searcher = weakref.proxy(searcher)
         index = searcher.index
         indptr, docs, doc_rank = searcher._csr
         self._ix = (indptr, docs, doc_rank, np.int64(index.n_docs), *searcher._fwd)
