@@ -18,7 +18,7 @@ from .ids import ucs4_ids
 from .kernels import levels, probe
 from .kernels.answer import BAD_POSTINGS, BAD_TERMS, WIDER, answer
 from .kernels.candidates import cap_k
-from .pieces import Helpers
+from .pieces import Helpers, guided
 from .query_terms import utf8
 from .retrieval import SearchResult, split_results
 from .validate import kernel_guard
@@ -27,9 +27,11 @@ from .validate import kernel_guard
 # the fresh pages cost more than they give back (6,980 queries at K=1000 on 2 threads: 0.67-0.74x q/s);
 # below, the pieces' own arrays, made in the threads' glibc heaps, stayed resident (+300 MiB RssAnon)
 _FLAT_MOST = 1 << 20
-# queries per piece a thread takes at a time: at least _PIECE[0], at most _PIECE[1] (short GIL-held
-# stretches, balance), aiming at 8 pieces per thread
-_PIECE = (16, 64)
+# queries per piece a thread takes at a time (`pieces.guided`: big first, small last): at least _PIECE[0],
+# at most _PIECE[1], and at most _PIECE_ROWS result rows (k a query): a piece's arrays beyond that are
+# fresh pages from the system, each call
+_PIECE = (16, 1024)
+_PIECE_ROWS = 1 << 16
 # queries per call on one thread: bounds the result buffers (k entries a query)
 BATCH = 1024
 _ONE = np.zeros(2, dtype=np.int64)  # one query's offsets: `levels.plan`'s sizes for a call on one thread
@@ -108,11 +110,10 @@ class Answers:
         piece copies its rows into its region (k rows a query) of one flat set of arrays for the batch: the
         results are views of four arrays that go back to the system whole when dropped. Results in query
         order."""
-        size = max(_PIECE[0], min(_PIECE[1], -(-len(queries) // (8 * threads))))
-        cuts = range(0, len(queries), size)
         most = cap_k(k, self._searcher.index.n_docs)
+        spans = guided(len(queries), threads, _PIECE[0], max(_PIECE[0], min(_PIECE[1], _PIECE_ROWS // most)))
         if len(queries) * most > _FLAT_MOST:
-            parts = self._helpers.map(lambda a: self.serial(queries[a : a + size], k, method), cuts, threads)
+            parts = self._helpers.map(lambda ab: self.serial(queries[ab[0] : ab[1]], k, method), spans, threads)
             return [r for part in parts for r in part]
         total = len(queries) * most
         docs, scores, matches = (np.empty(total, dtype=t) for t in (np.int64, np.float64, np.int32))
@@ -120,8 +121,9 @@ class Answers:
         ids = np.empty(total, dtype=f"<U{table.shape[1]}" if table.shape[1] else self._searcher.external_ids(
             np.zeros(min(1, self._searcher.index.n_docs), dtype=np.int64)).dtype)
 
-        def piece(a: int) -> list[SearchResult]:
-            offsets, d, s, m, got = self(queries[a : a + size], k, method)
+        def piece(ab: tuple[int, int]) -> list[SearchResult]:
+            a = ab[0]
+            offsets, d, s, m, got = self(queries[a : ab[1]], k, method)
             b = a * most
             e = b + d.shape[0]
             docs[b:e], scores[b:e], matches[b:e] = d, s, m
@@ -130,5 +132,5 @@ class Answers:
             ids[b:e] = got
             return split_results(offsets + b, ids, docs, scores, matches)
 
-        parts = self._helpers.map(piece, cuts, threads)
+        parts = self._helpers.map(piece, spans, threads)
         return [r for part in parts for r in part]

@@ -17,6 +17,22 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def guided(n: int, threads: int, least: int, most: int) -> list[tuple[int, int]]:
+    """Spans [a, b) covering range(n), in order, for `threads` threads taking them one at a time.
+
+    Each takes a share of what is left (a 2 * threads-th), within [least, most]: the first pieces are big
+    (few hand-offs between threads, few calls' fixed costs), the last small, so the threads finish
+    together whichever was slowed.
+    """
+    spans = []
+    a = 0
+    while a < n:
+        b = min(n, a + max(least, min(most, -(-(n - a) // (2 * threads)))))
+        spans.append((a, b))
+        a = b
+    return spans
+
+
 class Helpers:
     """A pool of helper threads, made on first use and kept (one per owner, e.g. a `Searcher`)."""
 

@@ -73,3 +73,21 @@ def test_corrupt_postings_fail_the_call_and_leave_the_workspace_clean(tmp_path):
     assert not work[0].any() and not work[14].any() and not work[15].any()
     for q in ("w2 w3", "w4 w5 w6 w7", "w9"):
         assert_same(searcher.search(q, 10), ref.search(q, 10))
+
+
+def test_guided_pieces_cover_the_batch_big_first():
+    # `pieces.guided`: the spans tile range(n) in order; sizes never grow, stay within [least, most] but for
+    # the last, and the last pieces are the smallest allowed (threads finish together)
+    from ssr_engine.pieces import guided
+
+    for n in (0, 1, 15, 16, 17, 100, 6_980, 100_003):
+        for threads in (1, 2, 3, 8):
+            for least, most in ((1, 3), (16, 64), (16, 1024), (5, 5)):
+                spans = guided(n, threads, least, most)
+                assert [a for a, _ in spans] == [0, *(b for _, b in spans[:-1])][: len(spans)]
+                assert (spans[-1][1] if spans else 0) == n
+                sizes = [b - a for a, b in spans]
+                assert all(least <= s <= most for s in sizes[:-1]) and all(0 < s <= most for s in sizes)
+                assert sizes[:-1] == sorted(sizes[:-1], reverse=True)
+                if n >= 4 * threads * most:
+                    assert sizes[0] == most and sizes[-2] <= max(least, 2)
