@@ -41,11 +41,12 @@ import re
 import secrets
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import TMP_MARK, os_error, sha256_file, write_text
+from .atomic import TMP_MARK, fsync_dir, os_error, sha256_file, write_text
 from .errors import IndexFormatError, SsrError
 
 # scratch_dir and clean_scratch are re-exported: agents/ import them from here (their old home)
@@ -59,6 +60,7 @@ _COMMIT = re.compile(r"^commit-([0-9]{1,18})\.json$")
 _SEGMENT = re.compile(r"^seg-([0-9]{1,18})$")
 _DELETES = re.compile(r"^deletes-[0-9]{1,18}\.npz$")  # a segment's deletion file (live indexes)
 _STAGING = ".staging-"
+_SYNC_THREADS = 8  # fsyncs of a new segment's files run at once (`sync_segments`)
 _TRASH = ".trash-"
 # the flat layout of format version 1 (every file at the top): recognised to refuse it with the
 # rebuild command, and replaced by --force only when nothing else is in the folder
@@ -377,6 +379,9 @@ class IndexWriter:
         if not self.lock.held:
             raise SsrError(f"{self.root}: the writer lock was lost (the folder was moved or replaced); "
                            "nothing committed")
+        # the new segments' bytes reach the disk before the commit point can name them (a power cut after
+        # the commit point must not leave it naming files the disk never got)
+        sync_segments([folder for folder, _ in segments if folder.name.startswith(_STAGING)])
         taken = [n for n, _ in _numbered(self.root, _SEGMENT)]
         current = read_commit(self.root) if _numbered(self.root, _COMMIT) else None
         next_seg = max(taken + [int(s.name[4:]) for s in (current.segments if current else ())], default=0) + 1
@@ -392,8 +397,8 @@ class IndexWriter:
             sha = sha256_file(final / SEGMENT_MANIFEST)
             refs.append(SegmentRef(final.name, int(docs), sha, deletes[i] if deletes else None,
                                    deletes_sha256[i] if deletes_sha256 else None))
-        # these renames become durable with the commit point's folder fsync (`write_text`); journaling file
-        # systems never persist a later rename in a folder before an earlier one (a sync here: 1-44 ms a write)
+        if any(folder.name.startswith(_STAGING) for folder, _ in segments):
+            fsync_dir(self.root)  # the renames, before the commit point that names the new folders
         generation = (current.generation if current else 0) + 1
         created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         body = {"magic": "ssr-commit", "format_version": LAYOUT_VERSION, "generation": generation,
@@ -425,6 +430,37 @@ class IndexWriter:
                             pass
         finally:
             self.lock.release()
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_segments(folders: list[Path]) -> None:
+    """fsync every file of these (staged) segment folders, then the folders themselves.
+
+    Many fsyncs at once: a journaling file system commits them together (15 small files: 5-40 ms on
+    threads against 60-100 ms one after the other, this machine under load).
+    """
+    if not folders:
+        return
+    files: list[str] = []
+    dirs: list[str] = []
+    for folder in folders:
+        for top, _, names in os.walk(folder):
+            dirs.append(top)
+            files += [os.path.join(top, n) for n in names]
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(_SYNC_THREADS, len(files)))) as pool:
+            list(pool.map(_fsync_file, files))
+        for d in dirs:
+            fsync_dir(d)
+    except OSError as exc:
+        raise os_error(folders[0], exc, "sync the new segment to disk") from exc
 
 
 def _not_claiming(names: set[str]) -> set[str]:

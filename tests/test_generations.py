@@ -178,7 +178,7 @@ def test_agents_bench_keeps_what_was_in_its_output_folder(tmp_path):
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names the fsynced files through /proc (Linux)")
-def test_a_commit_syncs_its_commit_point_then_the_folder_once(tmp_path, monkeypatch):
+def test_a_commit_syncs_the_new_segment_then_the_folder_before_its_commit_point(tmp_path, monkeypatch):
     import os
 
     from ssr_engine.live import LiveIndex
@@ -196,8 +196,16 @@ def test_a_commit_syncs_its_commit_point_then_the_folder_once(tmp_path, monkeypa
     live.add([("8", "alpha psi")])  # the first write also gives the built segment its id table
     monkeypatch.setattr(os, "fsync", recording)
     live.add([("9", "alpha omega")])
-    root = str((tmp_path / "idx").resolve())
-    # the new segment's rename is made durable by the commit point's folder sync, not by one of its own
-    assert len(synced) == 2 and Path(synced[0]).parent == Path(root) and ".commit-3.json" in synced[0]
-    assert synced[1] == root
-    assert read_commit(tmp_path / "idx").generation == 3
+    root = (tmp_path / "idx").resolve()
+    commit = read_commit(root)
+    assert commit.generation == 3
+    point = next(i for i, s in enumerate(synced) if ".commit-3.json" in s)  # the commit point's own sync
+    before = [Path(s) for s in synced[:point]]
+    staged = {p.parent for p in before if p.parent.name.startswith(".staging-")}
+    assert len(staged) == 1  # the new segment, synced under its staging name, before the commit point
+    folder = staged.pop()
+    new_files = sorted(p.name for p in (root / commit.segments[-1].name).iterdir())
+    assert sorted(p.name for p in before if p.parent == folder) == new_files
+    assert before.index(folder) > max(before.index(folder / n) for n in new_files)  # the folder after its files
+    assert before[-1] == root  # the rename to seg-M, durable before the commit point names it
+    assert synced[point + 1:] == [str(root)]  # then the commit point's rename
