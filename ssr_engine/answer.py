@@ -8,12 +8,13 @@ the pieces of a threaded batch on the calling thread and kept helpers).
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any
 
 import numba
 import numpy as np
 
+from .errors import IndexFormatError
+from .format import Index
 from .ids import ucs4_ids
 from .kernels import levels, probe
 from .kernels.answer import BAD_POSTINGS, BAD_TERMS, WIDER, answer
@@ -37,39 +38,52 @@ BATCH = 1024
 _ONE = np.zeros(2, dtype=np.int64)  # one query's offsets: `levels.plan`'s sizes for a call on one thread
 
 
+class TermsCheckFailed(IndexFormatError):
+    """`kernels.query.prepare`'s vocabulary or offsets check failed: the owner's long way names the file."""
+
+
 class Answers:
     """`kernels.answer` for one opened index (a `search.Searcher`'s): its arguments made once, a workspace kept
-    per calling thread, the index's id table read once."""
+    per calling thread, the index's id table read once.
 
-    def __init__(self, searcher: Any):
-        # a weak proxy: the searcher owns this object, and a cycle would keep its segments' reader holds (and so
-        # the segments a writer wants to remove) alive until the garbage collector runs
-        self._searcher = weakref.proxy(searcher)
-        index = searcher.index
-        indptr, docs, doc_rank = searcher._csr
-        self._ix = (indptr, docs, doc_rank, np.int64(index.n_docs), *searcher._fwd)
+    It holds what the kernel reads and nothing of its owner: a reference back to the `Searcher` would make a
+    cycle that keeps a dropped searcher's segment holds (and so the segments a writer wants to remove) alive
+    until the garbage collector runs.
+    """
+
+    def __init__(self, index: Index, csr: tuple[Any, ...], fwd: tuple[Any, ...], prepare_args: tuple[Any, ...],
+                 block: int, helpers: Helpers):
+        self.index = index
+        self._ix = (*csr, np.int64(index.n_docs), *fwd)
+        self._prepare_args = prepare_args
+        self._block = block
         self._local = threading.local()
         self._table: np.ndarray | None = None  # uint8[N, w], or 0 columns: ids without a fixed width
-        self._monotone = False
-        self._helpers: Helpers = searcher._helpers
+        self._ascending: bool | None = None
+        self._helpers = helpers
         self._sizes: dict[int, tuple[int, int, int]] = {}  # k: a call's (block width, k, buffer entries)
 
+    @property
+    def monotone(self) -> bool:
+        """Whether id ranks ascend in row order (ids in row order): the kernels' `monotone` (one pass, once)."""
+        if self._ascending is None:
+            self._ascending = bool(probe.ascending(self._ix[2]))
+        return self._ascending
+
     def _id_table(self) -> np.ndarray:
-        """The id table (read on first use, with whether ids ascend in row order: the kernels' `monotone`)."""
+        """The id table (read on first use)."""
         if self._table is None:
-            table = self._searcher.index.id_table()
-            self._monotone = self._searcher.monotone
+            table = self.index.id_table()
             self._table = np.zeros((0, 0), np.uint8) if table is None else table
         return self._table
 
     def __call__(self, queries: list[str], k: int, method: str):
         """(offsets, docs, scores, matches, ids) of the queries' top k (k >= 1), on the calling thread."""
-        s = self._searcher
-        index = s.index
+        index = self.index
         table = self._id_table()
         data, q_offsets = utf8(queries)
         if k not in self._sizes:
-            _, _, width, most, _, entries = levels.plan(index.n_docs, _ONE, k, s.block, 1, levels._BUFFER)
+            _, _, width, most, _, entries = levels.plan(index.n_docs, _ONE, k, self._block, 1, levels._BUFFER)
             self._sizes[k] = (width, most, entries)
         width, k, entries = self._sizes[k]
         holder = getattr(self._local, "work", None)
@@ -79,16 +93,17 @@ class Answers:
         while True:
             work = probe.fit_workspace(holder, 1, width, index.n_docs, longest, entries)
             offsets, docs, scores, matches, rows, status, longest = answer(
-                data, q_offsets, s._prepare_args, self._ix, np.int64(k), np.int64(width), work, probe._RULE,
-                self._monotone, method == "ssr", table)
+                data, q_offsets, self._prepare_args, self._ix, np.int64(k), np.int64(width), work, probe._RULE,
+                self.monotone, method == "ssr", table)
             if status != WIDER:
                 break
         if status == BAD_TERMS:
-            s.query_batch(queries)  # raises, naming the file at fault
+            raise TermsCheckFailed(f"{index.path}: a vocabulary or term offsets check failed (corrupt index; rebuild "
+                                   "it)")
         if status == BAD_POSTINGS:
             with kernel_guard(index):
                 levels.corrupt(work)
-        ids = ucs4_ids(rows) if table.shape[1] else s.external_ids(docs)
+        ids = ucs4_ids(rows) if table.shape[1] else index.ids_of(docs)
         return offsets, docs, scores, matches, ids
 
     def batch(self, queries: list[str], k: int, method: str, threads: int | None) -> list[SearchResult]:
@@ -110,7 +125,7 @@ class Answers:
         piece copies its rows into its region (k rows a query) of one flat set of arrays for the batch: the
         results are views of four arrays that go back to the system whole when dropped. Results in query
         order."""
-        most = cap_k(k, self._searcher.index.n_docs)
+        most = cap_k(k, self.index.n_docs)
         spans = guided(len(queries), threads, _PIECE[0], max(_PIECE[0], min(_PIECE[1], _PIECE_ROWS // most)))
         if len(queries) * most > _FLAT_MOST:
             parts = self._helpers.map(lambda ab: self.serial(queries[ab[0] : ab[1]], k, method), spans, threads)
@@ -118,8 +133,8 @@ class Answers:
         total = len(queries) * most
         docs, scores, matches = (np.empty(total, dtype=t) for t in (np.int64, np.float64, np.int32))
         table = self._id_table()
-        ids = np.empty(total, dtype=f"<U{table.shape[1]}" if table.shape[1] else self._searcher.external_ids(
-            np.zeros(min(1, self._searcher.index.n_docs), dtype=np.int64)).dtype)
+        ids = np.empty(total, dtype=f"<U{table.shape[1]}" if table.shape[1] else self.index.ids_of(
+            np.zeros(min(1, self.index.n_docs), dtype=np.int64)).dtype)
 
         def piece(ab: tuple[int, int]) -> list[SearchResult]:
             a = ab[0]

@@ -13,7 +13,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from .answer import BATCH, Answers
+from .answer import BATCH, Answers, TermsCheckFailed
 from .errors import IndexFormatError, SsrError
 from .extract import Extractor
 from .format import Index, verify_index, verify_opened
@@ -130,8 +130,7 @@ class Searcher(StoredText):
         # every kernel call extra work (subclass wrapping; Numba's slow type path): ~0.5 µs an argument
         self._csr = (index.postings_indptr.view(np.ndarray), index.postings, index.doc_rank.view(np.ndarray))
         self._fwd = (index.forward_indptr.view(np.ndarray), index.forward)  # probe's forward rows, as plain arrays
-        self._ascending: bool | None = None
-        self._answers = Answers(self)
+        self._answers = Answers(index, self._csr, self._fwd, self._prepare_args, self.block, self._helpers)
 
     def reopen(self) -> bool:
         """Move to the index's newest commit (after `ssr add`, `delete`, `compact` or a rebuild).
@@ -164,9 +163,7 @@ class Searcher(StoredText):
     @property
     def monotone(self) -> bool:
         """Whether id ranks ascend in row order (ids in row order): the kernels' `monotone` (one pass, once)."""
-        if self._ascending is None:
-            self._ascending = bool(probe.ascending(self._csr[2]))
-        return self._ascending
+        return self._answers.monotone
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -212,7 +209,11 @@ class Searcher(StoredText):
         queries = list(queries)
         if method in _THREADED and k is not None:  # one kernel call a piece (`answer`)
             check_threads(threads)
-            return self._answers.batch(queries, k, method, threads)
+            try:
+                return self._answers.batch(queries, k, method, threads)
+            except TermsCheckFailed:
+                self.query_batch(queries)  # the long way names the file at fault
+                raise
         # the inverted kernel is parallel over queries, the scan over documents
         with numba_threads(threads, len(queries) if method != "exhaustive" else None):
             results: list[SearchResult] = []

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import gc
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +17,9 @@ from conftest import write_tsv
 from ssr_engine import build_index, open_index, verify_index
 from ssr_engine.errors import IndexFormatError, SsrError
 from ssr_engine.generations import LOCK, OWNER, IndexWriter, WriterLock, read_commit, scratch_dir
-from ssr_engine.search import Searcher
+from ssr_engine.live import LiveIndex
+from ssr_engine.locks import READERS
+from ssr_engine.search import METHODS, Searcher
 
 DOCS_A = [("1", "alpha beta gamma"), ("2", "beta delta"), ("3", "gamma delta alpha")]
 DOCS_B = [("x1", "alpha beta gamma"), ("x2", "alpha zeta"), ("x3", "zeta eta theta"), ("x4", "beta beta")]
@@ -209,3 +214,52 @@ def test_a_commit_syncs_the_new_segment_then_the_folder_before_its_commit_point(
     assert before.index(folder) > max(before.index(folder / n) for n in new_files)  # the folder after its files
     assert before[-1] == root  # the rename to seg-M, durable before the commit point names it
     assert synced[point + 1:] == [str(root)]  # then the commit point's rename
+
+
+def held(root: Path) -> list[str]:
+    """The segments of index `root` that an open reader holds (a writer could not remove them)."""
+    out = []
+    for lock in sorted(root.glob(f"*/{READERS}")):
+        fd = os.open(lock, os.O_RDONLY)
+        try:  # flock locks belong to open files: this one conflicts with a hold of this same process
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            out.append(lock.parent.name)
+        finally:
+            os.close(fd)
+    return out
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["one-segment", "live"])
+def test_a_dropped_searcher_releases_its_segments_without_the_garbage_collector(tmp_path, live):
+    """Nothing a Searcher owns (its `answer.Answers`, a live index's searcher and parts) refers back to it: once
+    dropped, its segment holds close at once, not when the garbage collector finds a cycle (a writer meanwhile
+    cannot remove the segments)."""
+    out = tmp_path / "idx"
+    build_index(write_tsv(tmp_path / "c.tsv", DOCS_B), out, quiet=True)
+    if live:  # two segments and a deletion: answered through live.LiveSearcher over parts
+        LiveIndex(out, merge=False).add([("y1", "alpha eta"), ("y2", "theta beta")])
+        LiveIndex(out, merge=False).delete(["x3"])
+    queries = [f"alpha beta {w}" for w in ("gamma", "zeta", "eta", "theta")] * 10  # > 16: pieces on 2 threads
+    methods = [m for m in METHODS if not (live and m == "maxscore")]  # (not on several parts yet)
+
+    def use(s: Searcher) -> None:
+        for method in methods:
+            for threads in (1, 2):
+                assert s.search_batch(queries, 3, threads=threads, method=method)[0].ids.tolist()
+        assert s.search_batch(queries[:2], None)[1].ids.tolist()
+        assert s.explain("alpha beta", "x1") and s.pool_sizes(queries[:3]).tolist()
+        s.reopen()
+
+    use(Searcher(out))  # first calls compile, and Numba's compiler leaves cycles of its own to the collector
+    gc.collect()
+    assert held(out) == []
+    gc.disable()
+    try:
+        s = Searcher(out)
+        assert len(held(out)) == 1 + live
+        use(s)
+        del s
+        assert held(out) == []
+    finally:
+        gc.enable()
