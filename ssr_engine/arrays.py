@@ -72,6 +72,15 @@ def _npy_header(dtype: np.dtype, n: int) -> bytes:
     return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text
 
 
+def writer_dtype(name: str, last: int | None) -> tuple[np.dtype, int | None]:
+    """(dtype, bound) of an appended array `name`: an offset array's dtype fits `last`, its bound."""
+    if name in OFFSET_ARRAYS:
+        if last is None:
+            raise ValueError(f"{name}: an offset array needs a bound on its last value")
+        return offsets_dtype(last), last
+    return np.dtype({**ARRAYS, **BM25_ARRAYS}[name]), None
+
+
 class ArrayWriter:
     """Appends to a 1-d .npy file of unknown final length; `close` writes the real header.
 
@@ -80,14 +89,7 @@ class ArrayWriter:
     """
 
     def __init__(self, directory: Path, name: str, last: int | None = None):
-        if name in OFFSET_ARRAYS:
-            if last is None:
-                raise ValueError(f"{name}: an offset array needs a bound on its last value")
-            self.dtype = offsets_dtype(last)
-            self.bound: int | None = last
-        else:
-            self.dtype = np.dtype({**ARRAYS, **BM25_ARRAYS}[name])
-            self.bound = None
+        self.dtype, self.bound = writer_dtype(name, last)
         self.path = directory / array_file(name)
         self.count = 0
         self._file = open(self.path, "wb")

@@ -120,6 +120,19 @@ def test_card_store_is_registered_and_checked(tmp_path, cards, ssr_dir):
         Registry.open(copy)
 
 
+def test_card_store_from_its_written_rows_equals_the_store_read_back(tmp_path, cards):
+    from ssr_engine.agents.discovery import CardStore, write_card_store
+
+    rows: tuple[list[str], list[str]] = ([], [])
+    path = tmp_path / CARD_STORE
+    assert write_card_store(cards[:25], path, batch=10, rows=rows) == 25  # three batches
+    kept, read = CardStore(path, rows), CardStore(path)
+    assert kept.ids() == read.ids() == [c.id for c in cards[:25]]
+    for c in cards[:25]:
+        assert kept.text(c.id) == read.text(c.id)
+        assert kept.get(c.id) == read.get(c.id)
+
+
 def test_build_rejects_duplicates_and_leaves_nothing(tmp_path):
     src = tmp_path / "dup.jsonl"
     src.write_text('{"id": "a", "name": "x"}\n{"id": "a", "name": "y"}\n')

@@ -65,25 +65,32 @@ RELEASE_AFTER = 16 << 20  # bytes: a card store read this large gives Arrow's un
 class CardStore:
     """The cards of a registry by id, parsed on demand from `agent_cards.parquet`."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, rows: tuple[list[str], list[str]] | None = None):
+        """The store at `path`, read; or, given `rows` (its ids and card texts, as `write_card_store` wrote
+        them: a small write's own store), those rows, with nothing read."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         self.path = path
-        try:
-            table = pq.read_table(path, columns=["id", "card"])
-        except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on garbage
-            raise IndexFormatError(f"{path}: unreadable card store ({exc})") from exc
-        meta = table.schema.metadata or {}
-        if meta.get(b"format") != CARD_STORE_FORMAT.encode():
-            raise IndexFormatError(f"{path}: not an agent card store of format {CARD_STORE_FORMAT}")
-        self._ids: list[str] = table.column("id").to_pylist()
-        self._json = table.column("card")
+        if rows is not None:
+            self._ids: list[str] = rows[0]
+            self._json: Any = pa.array(rows[1], pa.string())
+        else:
+            try:
+                # one thread: Arrow's pool costs more than a small store's whole read on a busy machine
+                table = pq.read_table(path, columns=["id", "card"], use_threads=path.stat().st_size > RELEASE_AFTER)
+            except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on garbage
+                raise IndexFormatError(f"{path}: unreadable card store ({exc})") from exc
+            meta = table.schema.metadata or {}
+            if meta.get(b"format") != CARD_STORE_FORMAT.encode():
+                raise IndexFormatError(f"{path}: not an agent card store of format {CARD_STORE_FORMAT}")
+            self._ids = table.column("id").to_pylist()
+            self._json = table.column("card")
+            if table.nbytes > RELEASE_AFTER:
+                # the read's page buffers, freed, stay with Arrow's allocator otherwise: at 100,000 cards 90 MB
+                # of a server's resident memory for good
+                pa.default_memory_pool().release_unused()
         self._row = {cid: r for r, cid in enumerate(self._ids)}
-        if table.nbytes > RELEASE_AFTER:
-            # the read's page buffers, freed, stay with Arrow's allocator otherwise: at 100,000 cards 90 MB
-            # of a server's resident memory for good
-            pa.default_memory_pool().release_unused()
         # parsed cards, least recently used first; bounded so a long-running server stays flat
         self._cache: OrderedDict[str, AgentCard] = OrderedDict()
 
@@ -125,10 +132,12 @@ class CardStore:
         return [self.get(i) for i in self._ids]
 
 
-def write_card_store(cards: Iterable[AgentCard], out: str | os.PathLike[str], batch: int = 10_000) -> int:
+def write_card_store(cards: Iterable[AgentCard], out: str | os.PathLike[str], batch: int = 10_000,
+                     rows: tuple[list[str], list[str]] | None = None) -> int:
     """Stream cards into a Parquet card store (batches of `batch` rows); returns the count. Written
     plainly: `out` is in a scratch folder, and the store reaches an index inside a staged segment,
-    published whole by one rename at commit (as the segment's arrays are)."""
+    published whole by one rename at commit (as the segment's arrays are). `rows`: two lists that get
+    every row's id and card text (`CardStore(out, rows)` then reads nothing)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -144,13 +153,22 @@ def write_card_store(cards: Iterable[AgentCard], out: str | os.PathLike[str], ba
                 ids.append(card.id)
                 docs.append(card.published())
                 if len(ids) >= batch:
-                    writer.write_table(pa.table({"id": ids, "card": docs}, schema=schema))
-                    n += len(ids)
+                    n += _write_rows(writer, schema, ids, docs, rows)
                     ids, docs = [], []
             if ids or n == 0:
-                writer.write_table(pa.table({"id": ids, "card": docs}, schema=schema))
-                n += len(ids)
+                n += _write_rows(writer, schema, ids, docs, rows)
     return n
+
+
+def _write_rows(writer: Any, schema: Any, ids: list[str], docs: list[str],
+                rows: tuple[list[str], list[str]] | None) -> int:
+    import pyarrow as pa
+
+    writer.write_table(pa.table({"id": ids, "card": docs}, schema=schema))
+    if rows is not None:
+        rows[0].extend(ids)
+        rows[1].extend(docs)
+    return len(ids)
 
 
 # ---- the registry ----------------------------------------------------------------------------
@@ -305,8 +323,10 @@ class _Counted:
         return card
 
 
-def write_documents_and_store(cards: Iterable[AgentCard], docs: Path, store: Path) -> int:
-    """The build's JSONL documents and the card store in one pass (same order: row = document)."""
+def write_documents_and_store(cards: Iterable[AgentCard], docs: Path, store: Path,
+                              rows: tuple[list[str], list[str]] | None = None) -> int:
+    """The build's JSONL documents and the card store in one pass (same order: row = document);
+    `rows` as `write_card_store`'s."""
     with open(docs, "w", encoding="utf-8") as f:
 
         def tee() -> Iterable[AgentCard]:
@@ -315,7 +335,7 @@ def write_documents_and_store(cards: Iterable[AgentCard], docs: Path, store: Pat
                 f.write("\n")
                 yield card
 
-        return write_card_store(tee(), store)
+        return write_card_store(tee(), store, rows=rows)
 
 
 def build_error(exc: SsrError, docs: Path, sources: Sequence[str]) -> SsrError:

@@ -276,8 +276,9 @@ class LiveRegistry:
 
         with scratch_dir(self.path.parent, f".{self.path.name}.agents-") as work:
             docs, store = work / "documents.jsonl", work / CARD_STORE
-            write_documents_and_store(cards, docs, store)
-            opened = CardStore(store)  # read before the file moves into the segment
+            rows: tuple[list[str], list[str]] = ([], [])
+            write_documents_and_store(cards, docs, store, rows)
+            opened = CardStore(store, rows)  # its rows as written: nothing read back
             try:
                 with self._live_index().prepare(collection=docs, fmt="jsonl-any-id", work=work,
                                                 extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}) as segment:

@@ -31,10 +31,13 @@ from .invert import Inverted, invert
 from .merge import merge_runs, write_forward
 from .pools import pool as make_pool
 from .pools import serial_call
-from .runs import HashCollision
+from .runs import HashCollision, MemoryRuns, Work
 from .strings import encode_strings
 
 MAX_SEED_ATTEMPTS = 8
+# input bytes up to which a file's build keeps its runs in memory (`runs.MemoryRuns`): a live index's small
+# write (an agent registry's one-card PUT) then makes no temporary files, and its work arrays stay ~10x this
+RUNS_IN_MEMORY = 1 << 20
 MAX_LISTED_BAD_LINES = 1000
 
 
@@ -264,8 +267,9 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
     """Invert the collection into runs, merge them into the index files in `tmp`; the manifest's parts."""
     from tqdm import tqdm
 
-    run_dir = tmp / "runs"
-    run_dir.mkdir()
+    run_dir: Work = MemoryRuns() if _small_file(collection) else tmp / "runs"
+    if isinstance(run_dir, Path):
+        run_dir.mkdir()
     label = _source_label(collection)
     ids = DocIdTable(label)
     store = DocStoreWriter(tmp) if config.store_text else None
@@ -297,7 +301,8 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
         clock.lap("strings_wait")
     id_info, id_array = ids.finish(tmp)
     clock.lap("ids")
-    shutil.rmtree(run_dir)
+    if isinstance(run_dir, Path):
+        shutil.rmtree(run_dir)
     clock.lap("remove_runs")
     return {
         "counts": {
@@ -313,6 +318,18 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
         "phases": clock.phases,
         **({"doc_store": store.close()} if store is not None else {}),
     }
+
+
+def _small_file(collection: Any) -> bool:
+    """Whether `collection` is an uncompressed file of at most `RUNS_IN_MEMORY` bytes (its runs are then
+    kept in memory; a compressed file's text may be any size)."""
+    from ..inputs import sniff_compression
+
+    try:
+        return (isinstance(collection, Path) and collection.is_file()
+                and collection.stat().st_size <= RUNS_IN_MEMORY and sniff_compression(collection) is None)
+    except (OSError, InputError):  # unreadable: the reading step says so, naming it
+        return False
 
 
 def _input_info(collection: Path | str | ByteRange | Iterable[Any], config: BuildConfig, label: str,

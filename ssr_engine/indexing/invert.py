@@ -27,7 +27,7 @@ from ..hashing import hash_mask
 from ..stopwords import StopwordList
 from .doc_ids import DocIdTable
 from .pools import pool as make_pool
-from .runs import RunInfo, write_run
+from .runs import RunInfo, Work, write_run
 
 if TYPE_CHECKING:
     from .builder import BuildConfig
@@ -43,7 +43,7 @@ class Inverted:
     input_bytes: int
 
 
-def invert(collection: Path | str | Iterable[Any], config: BuildConfig, seed: int, run_dir: Path,
+def invert(collection: Path | str | Iterable[Any], config: BuildConfig, seed: int, run_dir: Work,
             ids: DocIdTable, store: DocStoreWriter | None) -> Inverted:
     """Read chunks in this thread, invert them into runs on a thread pool (the kernels release the
     GIL); at most `workers + 1` chunks are in memory."""

@@ -15,26 +15,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ..format import ArrayWriter, npy_data_offset, read_slice
+from ..format import ArrayWriter
 from ..hashing import vocab_keys
 from ..kernels.forward import width_for
 from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
 from ..kernels.packed import pack32
 from ..kernels.spans import gather_spans
 from .pools import pool as make_pool
-from .runs import HashCollision, RunInfo, run_file
+from .runs import RUN_DTYPES, HashCollision, RunInfo, Work, load_work, read_work, run_file, term_map, work_writer
 from .strings import encode_strings
 
 BUCKET_ENTRIES = 4_000_000  # target run entries per bucket
 BUCKET_POSTINGS = 16_000_000  # and postings per bucket (frequent unigrams make BM25 buckets heavy)
 
 
-def _data_offset(path: Path) -> int:
-    with open(path, "rb") as f:
-        return npy_data_offset(f)
-
-
-def bucket_cuts(run_dir: Path, runs: list[RunInfo], n_buckets: int) -> np.ndarray:
+def bucket_cuts(run_dir: Work, runs: list[RunInfo], n_buckets: int) -> np.ndarray:
     """cuts[r, b] = first entry of run r whose hash falls in bucket b (b = 0..n_buckets)."""
     shift = 64 - int(np.log2(n_buckets))
     bounds = np.array([b << shift for b in range(1, n_buckets)], dtype=np.uint64) if n_buckets > 1 else None
@@ -42,14 +37,14 @@ def bucket_cuts(run_dir: Path, runs: list[RunInfo], n_buckets: int) -> np.ndarra
     for r, run in enumerate(runs):
         cuts[r, n_buckets] = run.n_terms
         if bounds is not None:
-            hashes = np.load(run_file(run_dir, run.index, "uniq_hash"), mmap_mode="r")
+            hashes = load_work(run_dir, run_file(run_dir, run.index, "uniq_hash"), mapped=True)
             cuts[r, 1:n_buckets] = np.searchsorted(hashes, bounds)
             del hashes
     return cuts
 
 
 def merge_runs(
-    run_dir: Path,
+    run_dir: Work,
     out_dir: Path,
     runs: list[RunInfo],
     keep_tf: bool,
@@ -68,26 +63,21 @@ def merge_runs(
     while n_buckets * BUCKET_ENTRIES < total or n_buckets * BUCKET_POSTINGS < postings:
         n_buckets *= 2
     cuts = bucket_cuts(run_dir, runs, n_buckets)
-    maps = []
-    for run in runs:
-        path = run_file(run_dir, run.index, "term_map")
-        # a zero-filled map file (written through the page cache; an msync here cost 10 ms a small build)
-        np.lib.format.open_memmap(path, mode="w+", dtype=np.uint32, shape=(run.n_terms,))
-        maps.append((path, _data_offset(path)))
+    maps = [term_map(run_dir, run) for run in runs]
 
     def merged(b: int) -> _Bucket:
         return _merge_bucket(run_dir, runs, cuts[:, b], cuts[:, b + 1], keep_tf)
 
-    string_bytes = sum(int(read_slice(run_file(run_dir, r.index, "str_off"), "int64", r.n_terms, r.n_terms + 1)[0])
-                       for r in runs)  # the runs' strings: a bound on the merged ones
+    string_bytes = sum(int(read_work(run_dir, run_file(run_dir, r.index, "str_off"), "int64", r.n_terms,
+                                     r.n_terms + 1)[0]) for r in runs)  # the runs' strings: a bound on the merged ones
     vocab = ArrayWriter(out_dir, "vocab")
     bits = int(runs[0].mask if runs else 2**64 - 1).bit_length()  # of the hashes: the keys keep 32
     indptr = ArrayWriter(out_dir, "postings_indptr", last=postings)
     docs = ArrayWriter(out_dir, "postings_docs")
     tfs = ArrayWriter(out_dir, "postings_tf") if keep_tf else None
     # every term's string, in term order, to the work folder: encode_strings makes the compact form
-    sig_off = ArrayWriter(run_dir, "signal_offsets", last=string_bytes)
-    sig_bytes = ArrayWriter(run_dir, "signal_bytes")
+    sig_off = work_writer(run_dir, "signal_offsets", last=string_bytes)
+    sig_bytes = work_writer(run_dir, "signal_bytes")
     indptr.append(np.zeros(1, dtype=np.int64))
     sig_off.append(np.zeros(1, dtype=np.int64))
     n_terms = 0
@@ -104,12 +94,10 @@ def merge_runs(
             tfs.append(m.tf)
         sig_off.append(n_bytes + m.str_off[1:])
         sig_bytes.append(m.str_bytes)
-        for r, (path, offset) in enumerate(maps):
+        for r, put in enumerate(maps):
             part = m.term_of_entry[m.entry_runs[r] : m.entry_runs[r + 1]]
             if part.shape[0]:
-                with open(path, "r+b") as f:
-                    f.seek(offset + int(m.first_entry[r]) * 4)
-                    f.write(np.ascontiguousarray(part + np.uint32(n_terms)).data)
+                put(int(m.first_entry[r]), part + np.uint32(n_terms))
         n_terms += int(m.vocab.shape[0])
         n_postings += int(m.docs.shape[0])
         n_bytes += int(m.str_bytes.shape[0])
@@ -152,7 +140,7 @@ class _Bucket:
     entries: int
 
 
-def _merge_bucket(run_dir: Path, runs: list[RunInfo], lo: np.ndarray, hi: np.ndarray, keep_tf: bool) -> _Bucket:
+def _merge_bucket(run_dir: Work, runs: list[RunInfo], lo: np.ndarray, hi: np.ndarray, keep_tf: bool) -> _Bucket:
     """Read one bucket from every run and merge it; raises HashCollision."""
     parts = _read_bucket(run_dir, runs, lo, hi, keep_tf)
     hashes, dfs, str_off, str_bytes, post_off, post_docs, post_tf, entry_runs = parts
@@ -171,7 +159,7 @@ def _entry_string(str_off: np.ndarray, str_bytes: np.ndarray, e: int) -> str:
     return str_bytes[str_off[e] : str_off[e + 1]].tobytes().decode("utf-8", "replace")
 
 
-def _read_bucket(run_dir: Path, runs: list[RunInfo], lo: np.ndarray, hi: np.ndarray, keep_tf: bool):
+def _read_bucket(run_dir: Work, runs: list[RunInfo], lo: np.ndarray, hi: np.ndarray, keep_tf: bool):
     hashes, dfs, offs, strs, poffs, pdocs, ptfs = [], [], [], [], [], [], []
     entry_runs = np.zeros(len(runs) + 1, dtype=np.int64)
     str_base = 0
@@ -183,7 +171,7 @@ def _read_bucket(run_dir: Path, runs: list[RunInfo], lo: np.ndarray, hi: np.ndar
             continue
 
         def f(name: str, s: int, e: int, index: int = run.index) -> np.ndarray:
-            return read_slice(run_file(run_dir, index, name), _RUN_DTYPES[name], s, e)
+            return read_work(run_dir, run_file(run_dir, index, name), RUN_DTYPES[name], s, e)
 
         hashes.append(f("uniq_hash", a, b))
         dfs.append(f("uniq_df", a, b))
@@ -211,13 +199,6 @@ def _read_bucket(run_dir: Path, runs: list[RunInfo], lo: np.ndarray, hi: np.ndar
     )
 
 
-_RUN_DTYPES = {
-    "uniq_hash": "uint64", "uniq_df": "int64", "str_off": "int64", "str_bytes": "uint8", "post_off": "int64",
-    "post_docs": "uint32", "post_tf": "uint32", "local": "uint32", "doc_offsets": "int64", "doc_tokens": "uint32",
-    "term_map": "uint32",
-}
-
-
 class PackedAppender:
     """Packs term ids arriving in pieces (the runs) at `width` bits (`kernels.packed.pack32`) into `write`.
 
@@ -241,17 +222,18 @@ class PackedAppender:
         self.write(pack32(self.rest, self.width, True))
 
 
-def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_lengths: bool, n_terms: int,
+def write_forward(run_dir: Work, out_dir: Path, runs: list[RunInfo], keep_lengths: bool, n_terms: int,
                   workers: int = 1) -> None:
     """forward_indptr / forward_terms (packed at `forward.width_for(n_terms)` bits; and BM25
     doc_lengths), run by run in document order; runs are read and sorted on `workers` threads (at
     most `workers + 1` in memory), written in order."""
 
     def forward(run: RunInfo) -> tuple[np.ndarray, np.ndarray]:
-        term_map = np.load(run_file(run_dir, run.index, "term_map"))
-        local = np.load(run_file(run_dir, run.index, "local"))
-        doc_offsets = np.load(run_file(run_dir, run.index, "doc_offsets"))
-        return forward_terms(term_map, local, doc_offsets), doc_offsets
+        def load(name: str) -> np.ndarray:
+            return load_work(run_dir, run_file(run_dir, run.index, name))
+
+        doc_offsets = load("doc_offsets")
+        return forward_terms(load("term_map"), load("local"), doc_offsets), doc_offsets
 
     fwd_ptr = ArrayWriter(out_dir, "forward_indptr", last=sum(r.n_postings for r in runs))
     fwd_terms = ArrayWriter(out_dir, "forward_terms")
@@ -267,7 +249,7 @@ def write_forward(run_dir: Path, out_dir: Path, runs: list[RunInfo], keep_length
         fwd_ptr.append(base + doc_offsets[1:])
         base += int(doc_offsets[-1])
         if lengths is not None:
-            lengths.append(np.load(run_file(run_dir, run.index, "doc_tokens")))
+            lengths.append(load_work(run_dir, run_file(run_dir, run.index, "doc_tokens")))
 
     try:
         with make_pool(workers, "ssr-forward") as pool:

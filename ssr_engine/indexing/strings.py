@@ -15,28 +15,29 @@ from pathlib import Path
 
 import numpy as np
 
-from ..format import ArrayWriter, array_file, read_slice
+from ..format import ArrayWriter, array_file
 from ..hashing import hash_ranges, hash_spans
 from ..kernels.packed import pack
 from ..kernels.spans import gather_spans
 from ..kernels.strings import find_words, spaces, string_bits, word_directory
+from .runs import Work, load_work, read_work
 
 CHUNK = 1 << 22  # terms per step; a multiple of 64, so each chunk's codes fill whole words
 
 
-def _chunks(work: Path, n: int, dtype: np.dtype) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+def _chunks(work: Work, n: int, dtype: np.dtype) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """(first term, offsets int64 from 0, bytes) of the plain string table, CHUNK terms at a time."""
     for lo in range(0, n, CHUNK):
         hi = min(lo + CHUNK, n)
-        off = read_slice(work / array_file("signal_offsets"), dtype, lo, hi + 1).astype(np.int64)
-        data = read_slice(work / array_file("signal_bytes"), "uint8", int(off[0]), int(off[-1]))
+        off = read_work(work, array_file("signal_offsets"), dtype, lo, hi + 1).astype(np.int64)
+        data = read_work(work, array_file("signal_bytes"), "uint8", int(off[0]), int(off[-1]))
         yield lo, off - off[0], data
 
 
-def encode_strings(work: Path, out_dir: Path, seed: int, mask: int) -> None:
+def encode_strings(work: Work, out_dir: Path, seed: int, mask: int) -> None:
     """Read the plain string table `work`/signal_{offsets,bytes}.npy; write the segment's
     signal_offsets, signal_bytes (the table) and signal_codes."""
-    head = np.load(work / array_file("signal_offsets"), mmap_mode="r")
+    head = load_work(work, array_file("signal_offsets"), mapped=True)
     n, dtype = head.shape[0] - 1, head.dtype
     del head
     words_off: list[np.ndarray] = []
