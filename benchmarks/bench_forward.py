@@ -28,7 +28,7 @@ import numpy as np
 from ssr_engine import Searcher
 from ssr_engine.kernels import levels, probe
 from ssr_engine.kernels.forward import PLAIN, width_for
-from ssr_engine.kernels.packed import pack32
+from ssr_engine.kernels.packed import byte_width_for, pack32
 from ssr_engine.kernels.ssr import exhaustive_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--k", type=int, nargs="+", default=[10, 100, 1000])
     ap.add_argument("--max-queries", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--bytes", action="store_true", help="postings at whole-byte widths (`packed.byte_width_for`)")
     ap.add_argument("--scan", action="store_true", help="also time the exhaustive scan")
     args = ap.parse_args(argv)
     with open(args.queries, encoding="utf-8") as f:
@@ -57,8 +58,11 @@ def main(argv: list[str] | None = None) -> None:
     if isinstance(plain, tuple) and plain[1] != PLAIN or args.column == "postings" and isinstance(plain, tuple):
         raise SystemExit(f"{args.index}: {args.column} already packed (format {ix.manifest.format_version})")
     width = width_for(ix.n_terms if args.column == "forward" else ix.n_docs)
+    width = byte_width_for(ix.n_docs) if args.bytes else width
     t = time.perf_counter()
     packed = (pack32(words, width), width)
+    if args.bytes:  # the whole-byte reader (`packed.at` on uint8 data)
+        packed = (packed[0].view(np.uint8), width)
     pack_s = time.perf_counter() - t
     qb = s.query_batch(texts)
     nq = len(texts)
