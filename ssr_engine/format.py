@@ -9,10 +9,9 @@ lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a director
     vocab.npy              uint32[V]   keys of the signals sorted by hash (`hashing.vocab_keys`: 32
                                        bits; formats 2, 3: uint64 hashes); term id = position
     postings_indptr.npy    off[V+1]    CSR over terms
-    postings_docs.npy      uint32[...] internal doc ids, ascending within each term, packed at
-                                       ceil(log2 N) bits rounded up to whole bytes (format 6, 24 bits
-                                       up to 16.7M documents; plain past that; formats 2-5: uint32[P]);
-                                       read through `Index.postings` (a `kernels.packed` column)
+    postings_docs.npy      uint32[...] internal doc ids, ascending within each term, packed at whole
+                                       bytes (format 6: 8, 16, 24 bits, plain past 2**24 docs; formats
+                                       2-5: uint32[P]); read through `Index.postings` (`kernels.packed`)
     forward_indptr.npy     off[N+1]    CSR over documents (the exhaustive mode's input)
     forward_terms.npy      uint32[...] term ids, ascending within each document, packed at
                                        ceil(log2 V) bits (format 5; formats 2-4: uint32[P], one a

@@ -141,7 +141,7 @@ def test_lying_segment_of_a_live_index_is_an_error(base, tmp_path, method, name)
     LiveIndex(w).delete(["3"])
     seg = w / read_commit(w).segments[-1].name
     arr = np.load(seg / f"{name}.npy", mmap_mode="r+")
-    arr[0] = 2**32 - 1  # (packed at 5 bits for its 20 documents) the segment's first posting (of term 0) = 31 >= N,
+    arr[0] = 2**32 - 1  # (packed at 8 bits for its 20 documents) the segment's first posting (of term 0) = 255 >= N,
     # or (forward rows packed at 3 bits for its 7 terms) the first term of document 0 = 7 = V
     arr.flush()
     del arr
