@@ -18,7 +18,7 @@ from ssr_engine import build_index, open_index, verify_index
 from ssr_engine.errors import IndexFormatError
 from ssr_engine.indexing import merge as merge_module
 from ssr_engine.kernels.forward import width_for
-from ssr_engine.kernels.packed import at, gather, get, get32, n_words, n_words32, pack, pack32
+from ssr_engine.kernels.packed import at, byte_width_for, gather, get, get32, n_words, n_words32, pack, pack32
 from ssr_engine.kernels.strings import parts, string_bits
 from ssr_engine.search import Searcher
 
@@ -195,7 +195,8 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     assert json.loads((new.path / "manifest.json").read_text())["format_version"] == 6
     assert new.forward_width == width_for(new.n_terms) < 32
     assert new.forward_terms.shape[0] == n_words32(new.forward_length, new.forward_width)
-    assert new.postings_width == width_for(new.n_docs) < 32
+    assert new.postings_width == 16 == byte_width_for(new.n_docs)  # 300 documents: 9 bits, two whole bytes
+    assert isinstance(new.postings, tuple) and new.postings[0].dtype == np.uint8  # read by the byte column
     assert new.postings_docs.shape[0] == n_words32(new.postings_length, new.postings_width)
     assert fmt.offsets_dtype(2**31 - 1) == np.int32 and fmt.offsets_dtype(2**31) == np.int64
     if version == 2:  # int64 offsets throughout
