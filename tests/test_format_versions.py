@@ -238,8 +238,9 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
 
 def test_a_live_index_of_plain_and_packed_segments_answers_as_one_index(tmp_path, cranfield_docs):
     """A format-4 base (plain forward rows and postings) plus a segment this code adds (packed), with
-    deletions: every method answers as a fresh index of the same documents (the kernels take both forms)."""
-    from ssr_engine.live import LiveIndex
+    deletions: every method answers as a fresh index of the same documents (the kernels take both forms);
+    compacted, they are one segment of the current format, its postings the fresh build's."""
+    from ssr_engine.live import LiveIndex, open_snapshot
     from ssr_engine.retrieval import open_retriever
 
     docs = cranfield_docs[:400]
@@ -251,12 +252,26 @@ def test_a_live_index_of_plain_and_packed_segments_answers_as_one_index(tmp_path
     kept = [d for d in docs if d[0] not in (docs[5][0], docs[310][0])]
     fresh = build_index(write_tsv(tmp_path / "b.tsv", kept), tmp_path / "fresh", quiet=True)
     queries = [t for _, t in cranfield_docs[400:430]]
-    for method in ("ssr", "levels", "exhaustive"):
-        for k in (1, 10, 1000):
-            a = open_retriever(out, method).search_batch(queries, k)
-            b = open_retriever(fresh, method).search_batch(queries, k)
-            assert [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in a] == \
-                [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in b] and any(len(r) for r in a)
+
+    def same_answers(methods, ks):
+        for method in methods:
+            for k in ks:
+                a = open_retriever(out, method).search_batch(queries, k)
+                b = open_retriever(fresh, method).search_batch(queries, k)
+                assert [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in a] == \
+                    [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in b] and any(len(r) for r in a)
+
+    same_answers(("ssr", "levels", "exhaustive"), (1, 10, 1000))
+    assert verify_index(out) == []
+    live.compact()
+    snap, want = open_snapshot(out), open_index(fresh)
+    try:
+        (got,) = snap.indexes
+        assert got.manifest.format_version == 6 and got.postings_width == 16
+        assert np.array_equal(np.load(got.path / "postings_docs.npy"), np.load(want.path / "postings_docs.npy"))
+    finally:
+        snap.close()
+    same_answers(("ssr", "levels"), (10,))
     assert verify_index(out) == []
 
 
