@@ -207,6 +207,9 @@ def edits(index: Path, seg: Path, rnd: random.Random) -> list[tuple[str, str, in
     for name, a in sorted(arrays.items()):
         size = a.shape[0]
         i = rnd.randrange(a_q, b_q - 1) if name in ("postings_docs", "postings_tf") else rnd.randrange(max(size - 1, 1))
+        width = open_index(index).postings_width if name == "postings_docs" else 0
+        if width:  # format 6: entries are words of packed doc ids (the word under posting i); edits garble 1-3 ids
+            i = i * width // 32
         if name in ("postings_indptr", "vocab"):
             i = t  # the O(V) arrays are read per looked-up term: edit the query term's entries
         if name == "signal_offsets":  # the entry of the query term's (first) literal string (format 4)

@@ -9,7 +9,9 @@ lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a director
     vocab.npy              uint32[V]   keys of the signals sorted by hash (`hashing.vocab_keys`: 32
                                        bits; formats 2, 3: uint64 hashes); term id = position
     postings_indptr.npy    off[V+1]    CSR over terms
-    postings_docs.npy      uint32[P]   internal doc ids, ascending within each term
+    postings_docs.npy      uint32[...] internal doc ids, ascending within each term, packed at whole
+                                       bytes (format 6: 8, 16, 24 bits, plain past 2**24 docs; formats
+                                       2-5: uint32[P]); read through `Index.postings` (`kernels.packed`)
     forward_indptr.npy     off[N+1]    CSR over documents (the exhaustive mode's input)
     forward_terms.npy      uint32[...] term ids, ascending within each document, packed at
                                        ceil(log2 V) bits (format 5; formats 2-4: uint32[P], one a
@@ -173,9 +175,9 @@ class Index(TermTable):
     @property
     def postings(self) -> np.ndarray | tuple[np.ndarray, int]:
         """The postings' doc ids as the kernels take them (a `kernels.packed` column): the plain array, or
-        (words, width) when packed."""
+        (bytes, width) packed at whole bytes (format 6)."""
         docs = self.postings_docs.view(np.ndarray)
-        return (docs, self.postings_width) if self.postings_width else docs
+        return (docs.view(np.uint8), self.postings_width) if self.postings_width else docs
 
     @property
     def postings_length(self) -> int:
@@ -356,13 +358,14 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
     c = manifest.counts
     n, v, p = c.documents, c.terms, c.postings
     from .kernels.forward import PLAIN, width_for
-    from .kernels.packed import n_words, n_words32
+    from .kernels.packed import byte_width_for, n_words, n_words32
 
     width = width_for(v) if manifest.format_version >= 5 else PLAIN
+    p_width = byte_width_for(n) if manifest.format_version >= 6 else PLAIN
     expected = {
-        "vocab": v, "postings_indptr": v + 1, "postings_docs": p, "forward_indptr": n + 1,
-        "forward_terms": n_words32(p, width) if width else p, "doc_rank": n, "postings_tf": p, "doc_lengths": n,
-    }
+        "vocab": v, "postings_indptr": v + 1, "postings_docs": n_words32(p, p_width) if p_width else p,
+        "forward_indptr": n + 1, "forward_terms": n_words32(p, width) if width else p, "doc_rank": n,
+        "postings_tf": p, "doc_lengths": n}
     from .kernels.strings import string_bits
 
     if "signal_codes" not in arrays:  # formats 2 and 3: one literal string per term
@@ -388,6 +391,7 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
         signal_bytes=arrays["signal_bytes"], postings_tf=arrays.get("postings_tf"),
         signal_codes=arrays.get("signal_codes", np.zeros(0, dtype=np.uint64)),
         doc_lengths=arrays.get("doc_lengths"), _id_file=id_file, forward_width=width,
+        postings_width=p_width,
     )
     from .validate import check_index
 

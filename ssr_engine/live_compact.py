@@ -218,8 +218,11 @@ def _strings(work: Path, sources: list[_Source], kept: list[np.ndarray], starts:
 def _postings(tmp: Path, sources: list[_Source], kept: list[np.ndarray], starts: np.ndarray, new: np.ndarray,
               df: np.ndarray, keep_tf: bool, bar: Any) -> int:
     """postings_indptr, postings_docs (and postings_tf), appended a piece of about POSTINGS_CHUNK postings at
-    a time: each term's live postings, segment after segment."""
+    a time: each term's live postings, segment after segment; the doc ids packed as the build packs them
+    (`packed.byte_width_for` the new segment's documents: a compacted segment is always the current format)."""
+    from .indexing.merge import PackedAppender
     from .kernels.compact import copy_postings
+    from .kernels.packed import byte_width_for
 
     indptr = np.zeros(df.shape[0] + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
@@ -228,6 +231,7 @@ def _postings(tmp: Path, sources: list[_Source], kept: list[np.ndarray], starts:
     w.append(indptr)
     w.close()
     docs = ArrayWriter(tmp, "postings_docs")
+    packer = PackedAppender(docs.append, byte_width_for(sum(s.live.shape[0] for s in sources)))
     tfs = ArrayWriter(tmp, "postings_tf") if keep_tf else None
     segment_tf = [np.asarray(s.ix.postings_tf) if keep_tf else np.zeros(0, dtype=np.uint32) for s in sources]
     lo = 0
@@ -243,11 +247,12 @@ def _postings(tmp: Path, sources: list[_Source], kept: list[np.ndarray], starts:
                 bad = copy_postings(np.asarray(s.ix.postings_indptr), s.ix.postings, segment_tf[i], s.deleted,
                                     s.newdoc, kept[i][a:b], seg_new[a:b] - lo, cursor, out, out_tf)
                 _check(bad < 0, s.ix, f"the postings of term {bad} name a document beyond {s.ix.n_docs}")
-            docs.append(out)
+            packer.append(out)
             if tfs is not None:
                 tfs.append(out_tf)
             bar.update(out.shape[0])
             lo = hi
+        packer.close()
     finally:
         for out_file in (docs, tfs):
             if out_file is not None:

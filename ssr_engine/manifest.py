@@ -16,10 +16,10 @@ from .errors import IndexFormatError
 from .generations import SEGMENT_MANIFEST, seal, unseal
 
 FORMAT_NAME = "ssr-index"
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 # 2: offsets always int64; 3: offsets int32 when they fit; 4: compact signal strings (signal_codes);
-# 5: forward rows bit-packed (`kernels.forward`)
-READABLE_VERSIONS = (2, 3, 4, 5)
+# 5: forward rows bit-packed (`kernels.forward`); 6: postings bit-packed (`Index.postings`)
+READABLE_VERSIONS = (2, 3, 4, 5, 6)
 MANIFEST = SEGMENT_MANIFEST
 
 

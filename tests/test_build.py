@@ -20,16 +20,16 @@ from ssr_engine.cli import main as cli_main
 from ssr_engine.errors import IndexFormatError, InputError, SsrError
 from ssr_engine.hashing import signal_hash
 from ssr_engine.indexing import merge as merge_module
+from ssr_engine.kernels.packed import gather
 
 WORDS = ["alpha", "beta", "gamma", "delta", "the", "of", "and", "x", "y", "epsilon", "zeta", "eta", "7", "42"]
 
 
 def index_contents(index) -> dict[str, list[int]]:
     """signal -> posting list (internal doc ids), read back from the CSR arrays."""
-    out = {}
-    for t in range(index.n_terms):
-        out[index.signal(t)] = index.postings_docs[index.postings_indptr[t] : index.postings_indptr[t + 1]].tolist()
-    return out
+    docs = gather(index.postings, [0], [index.postings_length])
+    return {index.signal(t): docs[index.postings_indptr[t] : index.postings_indptr[t + 1]].tolist()
+            for t in range(index.n_terms)}
 
 
 def assert_matches_reference(index, ref: ReferenceIndex) -> None:
@@ -143,9 +143,10 @@ def test_bm25_index_has_term_frequencies_and_lengths(tmp_path):
     index = open_index(build_index(path, tmp_path / "idx", scoring="bm25", quiet=True))
     assert index.scoring == "bm25"
     tf = {}
+    docs = gather(index.postings, [0], [index.postings_length])
     for t in range(index.n_terms):
         for j in range(index.postings_indptr[t], index.postings_indptr[t + 1]):
-            tf[(index.signal(t), int(index.postings_docs[j]))] = int(index.postings_tf[j])
+            tf[(index.signal(t), int(docs[j]))] = int(index.postings_tf[j])
     assert tf == {("dog", 0): 2, ("cat", 0): 1, ("cat", 1): 1, ("bird", 1): 1}
     assert index.doc_lengths.tolist() == [3, 2]
 

@@ -20,6 +20,7 @@ from faults_common import QUERIES, assert_clean_error, copy, make_base, ssr, ssr
 from ssr_engine import open_index, verify_index
 from ssr_engine.errors import IndexFormatError, SsrError
 from ssr_engine.generations import read_commit, seal
+from ssr_engine.kernels.packed import gather, pack32
 from ssr_engine.search import Searcher
 
 
@@ -36,22 +37,23 @@ def edit_array(index_dir: Path, name: str, fn) -> None:
     del arr
 
 
-def set_at(index_dir: Path, name: str, pos: int, value: int) -> None:
-    edit_array(index_dir, name, lambda arr: arr.__setitem__(pos, value))
+def set_packed(index_dir: Path, name: str, edits: list[tuple[int, int]]) -> None:
+    """Values of a packed column ("forward_terms" or "postings_docs") set: (position, value < 2**width)
+    each, the others kept."""
+    ix = open_index(index_dir)
+    words, width = ix.forward if name == "forward_terms" else ix.postings
+    n = ix.forward_length if name == "forward_terms" else ix.postings_length
+    values = gather((np.array(words), width), [0], [n])
+    ix.close()
+    for pos, value in edits:
+        assert 0 <= value < 2**width
+        values[pos] = value
+    edit_array(index_dir, name, lambda arr: arr.__setitem__(slice(None), pack32(values, width)))
 
 
 def set_forward_term(index_dir: Path, pos: int, value: int) -> None:
     """Term `pos` of the packed forward rows set to `value` (< 2**width), the others kept."""
-    from ssr_engine.kernels.forward import gather
-    from ssr_engine.kernels.packed import pack32
-
-    ix = open_index(index_dir)
-    width, n = ix.forward_width, ix.forward_length
-    assert 0 <= value < 2**width
-    values = gather((np.array(ix.forward_terms), width), [0], [n])
-    ix.close()
-    values[pos] = value
-    edit_array(index_dir, "forward_terms", lambda arr: arr.__setitem__(slice(None), pack32(values, width)))
+    set_packed(index_dir, "forward_terms", [(pos, value)])
 
 
 def query_term(index_dir: Path) -> int:
@@ -76,14 +78,13 @@ def test_lying_postings_are_an_error_in_every_method(base, tmp_path, case):
         if t is None:
             t = int(np.argmax(np.diff(ix.postings_indptr)))
         a, b = int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
-        n = ix.n_docs
+        n, width = ix.n_docs, ix.postings_width
+        first, second = (int(x) for x in gather(ix.postings, [a], [2]))
         ix.close()
-        docs = open_index(w).postings_docs
-        first, second = int(docs[a]), int(docs[a + 1])
-        edits = {"posting_is_n": [(a + (b - a) // 2, n)], "posting_huge": [(b - 1, 2**32 - 1)],
+        assert n < 2**width  # else no packed posting could be >= N
+        edits = {"posting_is_n": [(a + (b - a) // 2, n)], "posting_huge": [(b - 1, 2**width - 1)],
                  "postings_descending": [(a, second), (a + 1, first)]}[case]
-        for pos, value in edits:
-            set_at(w, "postings_docs", pos, value)
+        set_packed(w, "postings_docs", edits)
         from ssr_engine.retrieval import open_retriever
 
         for method in methods:
@@ -140,8 +141,8 @@ def test_lying_segment_of_a_live_index_is_an_error(base, tmp_path, method, name)
     LiveIndex(w).delete(["3"])
     seg = w / read_commit(w).segments[-1].name
     arr = np.load(seg / f"{name}.npy", mmap_mode="r+")
-    arr[0] = 2**32 - 1  # the segment's first posting (of term 0), or (forward rows packed at 3 bits for its 7
-    # terms) the first term of document 0 = 7 = V
+    arr[0] = 2**32 - 1  # (packed at 8 bits for its 20 documents) the segment's first posting (of term 0) = 255 >= N,
+    # or (forward rows packed at 3 bits for its 7 terms) the first term of document 0 = 7 = V
     arr.flush()
     del arr
     r = open_retriever(w, method)

@@ -18,7 +18,7 @@ from ssr_engine import build_index, open_index, verify_index
 from ssr_engine.errors import IndexFormatError
 from ssr_engine.indexing import merge as merge_module
 from ssr_engine.kernels.forward import width_for
-from ssr_engine.kernels.packed import get, get32, n_words, n_words32, pack, pack32
+from ssr_engine.kernels.packed import at, byte_width_for, gather, get, get32, n_words, n_words32, pack, pack32
 from ssr_engine.kernels.strings import parts, string_bits
 from ssr_engine.search import Searcher
 
@@ -44,6 +44,9 @@ def test_packed_32_bit_words_read_back_and_join_in_pieces(width, seed, n, cut):
     words = pack32(values, width)
     assert words.dtype == np.uint32 and words.shape[0] == n_words32(n, width)
     assert [int(get32(words, width, i)) for i in range(n)] == values.tolist()
+    if width % 8 == 0:  # whole bytes: the same words read byte-wise, one load a value (format 6's postings)
+        col = (words.view(np.uint8), width)
+        assert gather(col, [0], [n]).tolist() == values.tolist() == [at(col, i) for i in range(n)]
     pieces: list[np.ndarray] = []  # the build's appender: pieces of any length join into the same words
     appender = merge_module.PackedAppender(pieces.append, width)
     for part in np.array_split(values.astype(np.uint32), cut + 1):
@@ -53,19 +56,21 @@ def test_packed_32_bit_words_read_back_and_join_in_pieces(width, seed, n, cut):
 
 
 def _downgrade(out: Path, version: int) -> None:
-    """Rewrite the index at `out` as format `version` (2, 3 or 4) wrote it: plain uint32 forward rows;
-    below 4 also every term's string in the table, no codes (version 2: int64 string offsets), uint64
-    hashes in the vocabulary, a doc_rank file; and commit it."""
+    """Rewrite the index at `out` as format `version` (2 to 5) wrote it: plain uint32 postings; below 5
+    also plain uint32 forward rows; below 4 also every term's string in the table, no codes (version 2:
+    int64 string offsets), uint64 hashes in the vocabulary, a doc_rank file; and commit it."""
     from ssr_engine.generations import IndexWriter, seal
-    from ssr_engine.kernels.forward import gather
     from ssr_engine.manifest import read_manifest, write_manifest
 
     ix = open_index(out)
     seg, n_docs = ix.path, ix.n_docs
     plain = gather(ix.forward, [0], [ix.forward_length]).astype(np.uint32)
+    postings = gather(ix.postings, [0], [ix.postings_length]).astype(np.uint32)
     offsets, data = ix.strings_of(np.arange(ix.n_terms))
     hashes, rank = ix.hashes(), np.array(ix.doc_rank)  # read before the files under the maps are rewritten
-    np.save(seg / "forward_terms.npy", plain)
+    np.save(seg / "postings_docs.npy", postings)
+    if version < 5:
+        np.save(seg / "forward_terms.npy", plain)
     if version < 4:
         np.save(seg / "signal_offsets.npy", offsets.astype(np.int64 if version == 2 else np.int32))
         np.save(seg / "signal_bytes.npy", data)
@@ -178,7 +183,7 @@ def test_byte_flips_in_codes_never_crash(small, tmp_path):
             pass
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
 def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_docs, monkeypatch, capsys, version):
     from ssr_engine import arrays
     from ssr_engine import format as fmt
@@ -187,9 +192,12 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     new = open_index(build_index(path, tmp_path / "new", chunk_docs=100, quiet=True))
     for name in fmt.OFFSET_ARRAYS:
         assert getattr(new, name).dtype == np.int32, name
-    assert json.loads((new.path / "manifest.json").read_text())["format_version"] == 5
+    assert json.loads((new.path / "manifest.json").read_text())["format_version"] == 6
     assert new.forward_width == width_for(new.n_terms) < 32
     assert new.forward_terms.shape[0] == n_words32(new.forward_length, new.forward_width)
+    assert new.postings_width == 16 == byte_width_for(new.n_docs)  # 300 documents: 9 bits, two whole bytes
+    assert isinstance(new.postings, tuple) and new.postings[0].dtype == np.uint8  # read by the byte column
+    assert new.postings_docs.shape[0] == n_words32(new.postings_length, new.postings_width)
     assert fmt.offsets_dtype(2**31 - 1) == np.int32 and fmt.offsets_dtype(2**31) == np.int64
     if version == 2:  # int64 offsets throughout
         monkeypatch.setattr(arrays, "offsets_dtype", lambda last: np.dtype(np.int64))
@@ -197,13 +205,16 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     monkeypatch.undo()
     _downgrade(out, version)
     old = open_index(out)
-    assert old.manifest.format_version == version and old.forward_width == 0
-    assert old.forward_terms.tolist() == [t for d in range(new.n_docs) for t in new.forward_row(d).tolist()]
+    assert old.manifest.format_version == version and old.postings_width == 0
+    assert old.postings_docs.tolist() == gather(new.postings, [0], [new.postings_length]).tolist()
+    assert (old.forward_width == 0) == (version < 5)
+    if version < 5:
+        assert old.forward_terms.tolist() == [t for d in range(new.n_docs) for t in new.forward_row(d).tolist()]
     assert [old.forward_row(d).tolist() for d in range(old.n_docs)] == \
         [new.forward_row(d).tolist() for d in range(new.n_docs)]
     if version < 4:
         assert old.string_bits == 0 and old.signal_offsets.shape[0] == old.n_terms + 1
-    for name in (*fmt.OFFSET_ARRAYS, "postings_docs", "doc_rank"):
+    for name in (*fmt.OFFSET_ARRAYS, "doc_rank"):
         want = np.int64 if version == 2 and name in fmt.OFFSET_ARRAYS else getattr(new, name).dtype
         assert getattr(old, name).dtype == want
         if name != "signal_offsets" or version == 4:
@@ -226,9 +237,10 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
 
 
 def test_a_live_index_of_plain_and_packed_segments_answers_as_one_index(tmp_path, cranfield_docs):
-    """A format-4 base (plain forward rows) plus a segment this code adds (packed), with deletions:
-    every method answers as a fresh index of the same documents (the kernels take both row forms)."""
-    from ssr_engine.live import LiveIndex
+    """A format-4 base (plain forward rows and postings) plus a segment this code adds (packed), with
+    deletions: every method answers as a fresh index of the same documents (the kernels take both forms);
+    compacted, they are one segment of the current format, its postings the fresh build's."""
+    from ssr_engine.live import LiveIndex, open_snapshot
     from ssr_engine.retrieval import open_retriever
 
     docs = cranfield_docs[:400]
@@ -240,12 +252,26 @@ def test_a_live_index_of_plain_and_packed_segments_answers_as_one_index(tmp_path
     kept = [d for d in docs if d[0] not in (docs[5][0], docs[310][0])]
     fresh = build_index(write_tsv(tmp_path / "b.tsv", kept), tmp_path / "fresh", quiet=True)
     queries = [t for _, t in cranfield_docs[400:430]]
-    for method in ("ssr", "levels", "exhaustive"):
-        for k in (1, 10, 1000):
-            a = open_retriever(out, method).search_batch(queries, k)
-            b = open_retriever(fresh, method).search_batch(queries, k)
-            assert [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in a] == \
-                [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in b] and any(len(r) for r in a)
+
+    def same_answers(methods, ks):
+        for method in methods:
+            for k in ks:
+                a = open_retriever(out, method).search_batch(queries, k)
+                b = open_retriever(fresh, method).search_batch(queries, k)
+                assert [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in a] == \
+                    [(r.ids.tolist(), r.scores.tolist(), r.matches.tolist()) for r in b] and any(len(r) for r in a)
+
+    same_answers(("ssr", "levels", "exhaustive"), (1, 10, 1000))
+    assert verify_index(out) == []
+    live.compact()
+    snap, want = open_snapshot(out), open_index(fresh)
+    try:
+        (got,) = snap.indexes
+        assert got.manifest.format_version == 6 and got.postings_width == 16
+        assert np.array_equal(np.load(got.path / "postings_docs.npy"), np.load(want.path / "postings_docs.npy"))
+    finally:
+        snap.close()
+    same_answers(("ssr", "levels"), (10,))
     assert verify_index(out) == []
 
 

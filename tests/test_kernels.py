@@ -12,7 +12,7 @@ from ssr_engine.ids import id_order
 from ssr_engine.kernels import spans, topk
 from ssr_engine.kernels import ssr as kernels
 from ssr_engine.kernels.forward import width_for
-from ssr_engine.kernels.packed import pack32
+from ssr_engine.kernels.packed import PLAIN, byte_width_for, pack32
 from ssr_engine.reference import ReferenceIndex
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
@@ -52,10 +52,20 @@ class Arrays:
     def fwd(self) -> tuple[np.ndarray, int]:
         return self.fwd_terms, self.fwd_width
 
+    postings_layout = "bytes"  # how `postings` gives `docs` to the kernels
+
     @property
-    def postings(self) -> np.ndarray:
-        """The postings column the kernels take (`kernels.packed`): `docs` as they are."""
-        return self.docs
+    def postings(self) -> np.ndarray | tuple[np.ndarray, int]:
+        """The postings column the kernels take (`kernels.packed`), as `postings_layout` says: "bytes",
+        packed as format 6 writes them (at `byte_width_for(N)` bits, or wider when a test wrote a value >= N
+        into `docs`; the plain array where that is 32 bits); "bits", at `width_for` bits (`get32`); "plain"
+        (formats 2-5)."""
+        top = max(self.ref.n_docs - 1, int(self.docs.max(initial=0)))
+        width = byte_width_for(top + 1) if self.postings_layout == "bytes" else width_for(top + 1)
+        if self.postings_layout == "plain" or width == PLAIN or width == 32:
+            return self.docs
+        words = pack32(self.docs, width)
+        return (words.view(np.uint8), width) if self.postings_layout == "bytes" else (words, width)
 
     def readonly(self) -> None:
         for a in (self.fwd_indptr, self.fwd_terms, self.indptr, self.docs, self.doc_rank):
@@ -194,11 +204,13 @@ def test_readonly_and_memory_mapped_arrays(tmp_path):
         np.save(tmp_path / f"{name}.npy", getattr(arrays, name))
         setattr(arrays, name, np.load(tmp_path / f"{name}.npy", mmap_mode="r"))
         assert not getattr(arrays, name).flags.writeable
+    arrays.postings_layout = "plain"  # the mapped docs as they are
     for k in (1, 10, None):
         check(arrays, queries, k)
         check(arrays, queries, k, method="exhaustive")
     arrays = Arrays(ref)
     arrays.readonly()
+    arrays.postings_layout = "plain"
     check(arrays, queries, 5)
 
 

@@ -286,7 +286,7 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
     with tqdm(total=total_entries, desc="ssr build: merge", unit=" terms", unit_scale=True, disable=config.quiet,
               file=sys.stderr) as merge_bar:
         n_terms, n_postings = merge_runs(run_dir, tmp, runs, config.keep_tf, merge_bar.update, config.workers,
-                                         strings=False)
+                                         strings=False, n_docs=inverted.n_docs)
     clock.lap("merge")
     # the strings step (one core for most of it) reads the merge's string table, the forward step the
     # runs: independent, so the strings run beside the forward rows. Not beside the ids (their table

@@ -19,7 +19,7 @@ from ..format import ArrayWriter
 from ..hashing import vocab_keys
 from ..kernels.forward import width_for
 from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
-from ..kernels.packed import pack32
+from ..kernels.packed import PLAIN, byte_width_for, pack32
 from ..kernels.spans import gather_spans
 from .pools import pool as make_pool
 from .runs import RUN_DTYPES, HashCollision, RunInfo, Work, load_work, read_work, run_file, term_map, work_writer
@@ -51,8 +51,12 @@ def merge_runs(
     progress: Callable[[int], None] = lambda n: None,
     workers: int = 1,
     strings: bool = True,
+    *,
+    n_docs: int,
 ) -> tuple[int, int]:
     """Write vocab, postings, signal strings (`strings.encode_strings`) and per-run term maps; returns (V, P).
+
+    The postings' doc ids are packed at `packed.byte_width_for(n_docs)` bits (format 6; plain past 2**24).
 
     Buckets are read and merged on `workers` threads (the kernels release the GIL), at most
     `workers + 1` in memory, and appended to the outputs in order by this thread.
@@ -74,6 +78,7 @@ def merge_runs(
     bits = int(runs[0].mask if runs else 2**64 - 1).bit_length()  # of the hashes: the keys keep 32
     indptr = ArrayWriter(out_dir, "postings_indptr", last=postings)
     docs = ArrayWriter(out_dir, "postings_docs")
+    packer = PackedAppender(docs.append, byte_width_for(n_docs))
     tfs = ArrayWriter(out_dir, "postings_tf") if keep_tf else None
     # every term's string, in term order, to the work folder: encode_strings makes the compact form
     sig_off = work_writer(run_dir, "signal_offsets", last=string_bytes)
@@ -89,7 +94,7 @@ def merge_runs(
         nonlocal n_terms, n_postings, n_bytes
         vocab.append(vocab_keys(m.vocab, bits))
         indptr.append(n_postings + np.cumsum(m.df))
-        docs.append(m.docs)
+        packer.append(m.docs)
         if tfs is not None:
             tfs.append(m.tf)
         sig_off.append(n_bytes + m.str_off[1:])
@@ -112,6 +117,7 @@ def merge_runs(
                         append(pending.popleft().result())
                 while pending:
                     append(pending.popleft().result())
+                packer.close()
             finally:
                 for f in pending:
                     f.cancel()
@@ -200,10 +206,11 @@ def _read_bucket(run_dir: Work, runs: list[RunInfo], lo: np.ndarray, hi: np.ndar
 
 
 class PackedAppender:
-    """Packs term ids arriving in pieces (the runs) at `width` bits (`kernels.packed.pack32`) into `write`.
+    """Packs values arriving in pieces (runs, buckets) at `width` bits (`kernels.packed.pack32`) into `write`.
 
     A piece is packed up to its last whole group of 32 values (32 values fill `width` words, so the
     pieces join without shifting); the rest waits for the next piece; `close` adds it and the spare word.
+    Width `PLAIN`: the values are written as they are.
     """
 
     def __init__(self, write: Callable[[np.ndarray], None], width: int) -> None:
@@ -211,6 +218,9 @@ class PackedAppender:
         self.rest = np.zeros(0, dtype=np.uint32)
 
     def append(self, values: np.ndarray) -> None:
+        if self.width == PLAIN:  # nothing to pack (postings past 2**24 documents)
+            self.write(values)
+            return
         if self.rest.shape[0]:
             values = np.concatenate([self.rest, values])
         whole = values.shape[0] // 32 * 32
@@ -219,7 +229,8 @@ class PackedAppender:
         self.rest = np.array(values[whole:], dtype=np.uint32)
 
     def close(self) -> None:
-        self.write(pack32(self.rest, self.width, True))
+        if self.width != PLAIN:
+            self.write(pack32(self.rest, self.width, True))
 
 
 def write_forward(run_dir: Work, out_dir: Path, runs: list[RunInfo], keep_lengths: bool, n_terms: int,

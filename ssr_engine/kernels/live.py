@@ -311,11 +311,18 @@ def prepare_parts(parts, method="ssr", grank=None):
     ip = np.int32 if all(np.asarray(p[2]).dtype == np.int32 for p in parts) else np.int64
     fp = np.int32 if all(np.asarray(p[7]).dtype == np.int32 for p in parts) else np.int64
     no_fwd = np.zeros(0, dtype=fp)  # levels reads every posting where a part has no forward index
+    # the postings of a live index mixing formats (plain and packed parts) are all whole-byte columns
+    packed = any(isinstance(p[3], tuple) for p in parts)
     for _, _, indptr, docs, rank, live, order, f_indptr, f_terms, _ in parts:
+        if packed and not isinstance(docs, tuple):
+            docs = (_frozen(docs, np.uint32).view(np.uint8), 32)
         for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
                                       f_indptr if method == "ssr" else no_fwd, f_terms),
                               (ip, np.uint32, np.uint32, np.uint8, np.int64, fp, np.uint32), strict=True):
-            lst.append((_frozen(a[0], dt), np.int64(a[1])) if a is f_terms else _frozen(a, dt))
+            if isinstance(a, tuple):  # a packed column (forward rows, packed postings)
+                lst.append((_frozen(a[0], np.uint8 if a is docs else dt), np.int64(a[1])))
+            else:
+                lst.append(_frozen(a, dt))
     lists = [typed_list(lst) for lst in lists]
     starts = np.array([p[0] for p in parts], dtype=np.int64)
     grank = np.zeros(0, np.uint32) if grank is None else grank

@@ -31,6 +31,12 @@ def width_for(n: int) -> int:
     return max(1, int(n - 1).bit_length())
 
 
+def byte_width_for(n: int) -> int:
+    """`width_for(n)` rounded up to whole bytes (8, 16 or 24), or PLAIN where that is 32 bits."""
+    w = (width_for(n) + 7) // 8 * 8
+    return PLAIN if w >= 32 else w
+
+
 def n_words(n: int, width: int) -> int:
     """Words holding n values of `width` bits, the spare word included."""
     return (n * width + 63) // 64 + 1
@@ -107,14 +113,34 @@ def at(col, p):
     type (`_at`), so a plain array costs exactly the load it always did, with no width test."""
     if isinstance(col, tuple):
         words, width = col
+        if words.dtype == np.uint8:
+            return int.from_bytes(words[p * (width >> 3): (p + 1) * (width >> 3)].tobytes(), "little")
         return int(words[p]) if width == PLAIN else int(get32(words, width, p))
     return int(col[p])
+
+
+@nb.extending.intrinsic
+def _load_u32(typingctx, data, byte):
+    """The uint32 at byte offset `byte` of a uint8 array's data, whatever its alignment: one load."""
+
+    def codegen(context, builder, signature, args):
+        ptr = context.make_array(signature.args[0])(context, builder, args[0]).data
+        u32p = context.get_value_type(types.uint32).as_pointer()
+        return builder.load(builder.bitcast(builder.gep(ptr, [args[1]]), u32p), align=1)
+
+    return types.uint32(data, byte), codegen
 
 
 @nb.extending.overload(at, inline="always")
 def _at(col, p):
     if isinstance(col, types.Array):
         return lambda col, p: np.int64(col[p])
+    if isinstance(col[0], types.Array) and col[0].dtype == types.uint8:
+        def bytes_at(col, p):  # whole-byte widths (8, 16, 24): the spare word keeps the 4-byte load in range
+            data, width = col
+            return np.int64(_load_u32(data, p * (width >> 3))) & ((np.int64(1) << width) - 1)
+
+        return bytes_at
 
     def tuple_at(col, p):
         words, width = col
