@@ -7,6 +7,7 @@ import pytest
 
 from ssr_engine import indexing as build
 from ssr_engine.errors import IndexFormatError
+from ssr_engine.kernels.packed import gather, pack32
 from ssr_engine.reference import ReferenceIndex
 from ssr_engine.search import Searcher
 
@@ -55,12 +56,16 @@ def test_corrupt_postings_fail_the_call_and_leave_the_workspace_clean(tmp_path):
     out = build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True)
     ref = ReferenceIndex.from_texts(ids, texts)
     searcher = Searcher(out)
-    t = searcher.index.term_of("w1")
-    a = int(searcher.index.postings_indptr[t])
-    path = searcher.index.path / "postings_docs.npy"  # the commit's segment
-    searcher.index.close()
+    ix = searcher.index
+    t = ix.term_of("w1")
+    a = int(ix.postings_indptr[t])
+    # the postings as values whatever the column's layout (format 6 packs them at whole bytes): two swapped
+    values = gather(ix.postings, [0], [ix.postings_length])
+    values[[a, a + 1]] = values[[a + 1, a]]
+    width, path = ix.postings_width, ix.path / "postings_docs.npy"  # the commit's segment
+    ix.close()
     arr = np.load(path, mmap_mode="r+")
-    arr[a], arr[a + 1] = arr[a + 1], arr[a]
+    arr[:] = pack32(values, width) if width else values
     arr.flush()
     del arr
     searcher = Searcher(out)
