@@ -48,7 +48,8 @@ def match_sorted(a, b):
 @nb.njit(cache=True, nogil=True)
 def _merge_keys(a_s, a_m, a_k, na, b_s, b_m, b_k, nb_, k, o_s, o_m, o_k):
     """Two ranked runs (scores, matches, keys; keys distinct) merged into their first k by the full key
-    into o_*; returns the count."""
+    into o_*; returns the count. (`kernels.live._merge_one` is the same walk for live segments, which have
+    no collection ranks: its ties compare ids' bytes, here a key's rank half: one integer comparison.)"""
     n = min(na + nb_, k)
     i = j = 0
     for o in range(n):
