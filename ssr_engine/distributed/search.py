@@ -98,7 +98,7 @@ class LocalSharded(BatchFirst):
         integer, ids = self.manifest.integer, self._ids
 
         def piece(chunk: list[str]) -> list[SearchResult]:  # the group's top k, its ids, its results
-            return merge_shards([self._worker._barred(chunk, k, 1)], len(chunk), k, integer, ids)
+            return merge_shards([self._worker._grouped(chunk, k)], len(chunk), k, integer, ids)
 
         # every step on the threads, as one index's batch: the ids and results too
         parts = self._worker.in_pieces(piece, queries, max_threads() if threads is None else threads)

@@ -7,11 +7,12 @@ ranks the full key (score desc, matches desc, id asc) of every row is three numb
 its shards and the driver the actors by them alone (`merge_ranked`), and the driver reads from the
 shards' id tables (mapped in the driver) the ids of the rows it keeps only.
 
-A group's shards are searched one after another behind a bar (method ssr with a k and id ranks): each
-shard's kernel is `probe`, the single index's, given the collection's id ranks as its ranks (a slice of
-them orders the shard's documents as its own ranks would, and keys of different shards compare), and
-per query the k-th of the group's top k so far as the bar a later shard's document must rank strictly
-before. So later shards stop sooner and the actor sends k rows a query, not k per shard.
+A group's shards are searched as one (method ssr with a k and id ranks: `kernels.shards.search_group`, one
+GIL-free call a piece of queries): per query shard after shard, each through `probe`, the single index's
+kernel, given the collection's id ranks as its ranks (a slice of them orders the shard's documents as its
+own ranks would, and keys of different shards compare), behind the k-th of the group's top k so far as the
+bar a later shard's document must rank strictly before. So later shards stop sooner and the actor sends k
+rows a query, not k per shard.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import numpy as np
 
 from ..errors import IndexFormatError, SsrError
 from ..format import Index
-from ..kernels import probe
+from ..kernels import levels, probe
+from ..kernels.candidates import cap_k
 from ..kernels.id_table import gather_ids_ucs4
 from ..kernels.merge import merge_keyed
 from ..kernels.query import signals, terms_of
-from ..kernels.shards import merge_two
+from ..kernels.shards import search_group
 from ..parts import GlobalStats, Part, gather_ids, merge_results
 from ..parts_search import PartsSearcher
 from ..pieces import Helpers
@@ -42,10 +44,12 @@ from . import layout
 T = TypeVar("T")
 # per row: (offsets int64[Q + 1], docs, scores float64, matches int32, id ranks uint32 (empty: none))
 Lists = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-# queries per piece a thread takes at a time (`_pieces`): at least _PIECE[0] (each piece calls the kernels
-# once per shard), aiming at _PIECE[1] pieces per thread (balance: 6,980 queries at K=1000 in process under
+# queries per piece a thread takes at a time (`_pieces`): at least _PIECE[0] (each piece is a few kernel
+# calls), aiming at _PIECE[1] pieces per thread (balance: 6,980 queries at K=1000 in process under
 # load took 0.80x the CPU time of 4 pieces a thread)
 _PIECE = (16, 16)
+# an order of the shards for every query instead of each query's own (`kernels.shards.search_group`; tests)
+_FIXED_ORDER = np.zeros(0, dtype=np.int64)
 
 
 class ShardWorker:
@@ -79,12 +83,19 @@ class ShardWorker:
         stats = GlobalStats(manifest.documents, [t for _, t in opened], manifest.tokens)
         self.searcher = PartsSearcher([Part(ix) for ix in self.indexes], method, integer=manifest.integer,
                                       stats=stats, k1=k1, b=b)
-        if self.searcher.scoring == "ssr":  # `_barred`'s query preparation: each shard's kernel arguments
+        if self.searcher.scoring == "ssr":  # `_grouped`'s query preparation: each shard's kernel arguments
             extractor = self.searcher._extractor
             self._signal_args = [signal_args(extractor, ix) for ix in self.indexes]
             # + the collection's df of the shard's terms and its N: the collection's weights
             self._lookup_args = [lookup_args(ix) + (np.asarray(t).view(np.ndarray), np.int64(manifest.documents))
                                  for ix, t in opened]
+        if self.searcher.scoring == "ssr" and self.ranks is not None:  # `_grouped`'s shards, as one kernel takes them
+            from ..kernels.live import prepare_parts
+
+            none = np.zeros(0, dtype=np.int64)  # (no deletions; the documents' id order is not read)
+            self._arrays = prepare_parts([(int(self.bases[j]), ix.n_docs, ix.postings_indptr, ix.postings,
+                                           self.ranks[j], None, none, ix.forward_indptr, ix.forward,
+                                           self.ascending[j]) for j, ix in enumerate(self.indexes)])
 
     def ready(self) -> int:
         return os.getpid()
@@ -116,10 +127,10 @@ class ShardWorker:
         return self._helpers.map(one, [queries[a : a + size] for a in range(0, len(queries), size)], threads)
 
     def _pieces(self, queries: list[str], k: int, threads: int) -> Lists:
-        """`_barred` in pieces (`in_pieces`), joined."""
+        """`_grouped` in pieces (`in_pieces`), joined."""
         if threads == 1 or len(queries) <= _PIECE[0]:
-            return self._barred(queries, k, threads)
-        got = self.in_pieces(lambda piece: self._barred(piece, k, 1), queries, threads)
+            return self._grouped(queries, k)
+        got = self.in_pieces(lambda piece: self._grouped(piece, k), queries, threads)
         firsts = np.cumsum([0] + [g[1].shape[0] for g in got[:-1]])
         offsets = np.concatenate([np.zeros(1, np.int64)] + [g[0][1:] + f for g, f in zip(got, firsts, strict=True)])
         return (offsets, *(np.concatenate([g[c] for g in got]) for c in (1, 2, 3, 4)))  # type: ignore[return-value]
@@ -145,28 +156,32 @@ class ShardWorker:
             out.append((offsets, terms, weights, df))
         return out
 
-    def _barred(self, queries: list[str], k: int, threads: int) -> Lists:
-        """Shard after shard, each behind the bar of the group's top k so far (`probe`, one shard at a
-        time over the whole batch, so each call keeps the single index's batch kernel): each shard's rows
-        are merged into the running top k (`merge_two`), whose k-th is the next shard's bar. Every step
-        is a GIL-free kernel, so pieces on threads overlap. The shards go in descending order of the
-        postings the piece's terms hold in them (`shard_order`)."""
-        assert self.ranks is not None
-        work = self._per_thread.__dict__.setdefault("work", [None])  # this thread's probe workspace
-        run: Lists | None = None
+    def _grouped(self, queries: list[str], k: int) -> Lists:
+        """The group's top k of the queries in one GIL-free call on the calling thread (`kernels.shards.
+        search_group`: per query shard after shard, each behind the bar of the group's top k so far), so
+        pieces on threads run in parallel."""
         prepared = self.terms(queries)
-        for j in shard_order(prepared):
-            offsets, terms, weights, _ = prepared[j]
-            ix, ranks = self.indexes[j], self.ranks[j]
-            with kernel_guard(ix), numba_threads(threads, len(queries)):
-                got = probe.search_batch(ix.postings_indptr, ix.postings, ranks, ix.n_docs, ix.forward_indptr,
-                                         ix.forward, offsets, terms, weights, k, block=self.searcher.block,
-                                         work=work, monotone=self.ascending[j],
-                                         bar=None if run is None else bar_of(run, k))
-            rows = (got[0], got[1] + self.bases[j], got[2], got[3], np.asarray(ranks[got[1]], dtype=np.uint32))
-            run = rows if run is None else merge_two(*run, *rows, k)
-        assert run is not None
-        return run
+        nq = len(queries)
+        q_offs = np.empty((len(prepared), nq + 1), dtype=np.int64)
+        at = 0
+        for s, (offsets, terms, _, _) in enumerate(prepared):
+            q_offs[s] = offsets + at
+            at += terms.shape[0]
+        lists, starts, sizes = self._arrays[:3]
+        widest = max(1, int(sizes.max()))
+        kk = cap_k(k, int(sizes.sum()))
+        width = min(max(1, self.searcher.block), widest)
+        longest = max(1, int(np.diff(q_offs, axis=1).max())) if nq else 1
+        holder = self._per_thread.__dict__.setdefault("work", [None])  # this thread's probe workspace
+        work = probe.fit_workspace(holder, 1, width, widest, longest, max(levels._BUFFER, 4 * min(kk, widest)))
+        offsets, docs, scores, matches, ranks, _, bad = search_group(
+            lists[0], lists[1], lists[2], lists[5], lists[6], starts, sizes, self._arrays[3], q_offs,
+            np.concatenate([p[1] for p in prepared]), np.concatenate([p[2] for p in prepared]), np.int64(kk),
+            np.int64(width), work, probe._RULE, _FIXED_ORDER)
+        if bad >= 0:
+            with kernel_guard(self.indexes[bad]):  # a shard that lies is an error naming it, never a crash
+                levels.corrupt(work)
+        return offsets, docs, scores, matches, ranks
 
     def _parts(self, queries: list[str], k: int | None) -> tuple[np.ndarray, ...]:
         """Other methods, or shards without id ranks: the group's `PartsSearcher`, flat."""
@@ -219,29 +234,6 @@ class ShardWorker:
     def close(self) -> None:
         for ix in self.indexes:
             ix.close()
-
-
-def shard_order(prepared: Sequence[tuple[np.ndarray, ...]]) -> list[int]:
-    """The order a group searches its shards in: most postings of the batch's terms first (each shard's df
-    summed; ties by position). Where the batch's terms are densest its top k tends to be strongest, so
-    the later shards meet a higher bar (8.8M, 4 shards, K=10: 5% fewer postings and probes read than in
-    shard order; benchmarks/RESULTS.md). Any order gives the same results: rows merge by the full key."""
-    held = [-int(p[3].sum()) for p in prepared]
-    return sorted(range(len(prepared)), key=held.__getitem__)
-
-
-def bar_of(run: Lists, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per query the full key of the k-th row of a ranked top k (`run`), as the kernels' bar (score -inf:
-    fewer than k rows, no bar): a document of another shard enters the top k only by ranking strictly
-    before it."""
-    offsets, _, scores, matches, ranks = run
-    nq = offsets.shape[0] - 1
-    full = np.flatnonzero(np.diff(offsets) >= k)
-    kth = offsets[full] + k - 1
-    bar_s, bar_m, bar_k = np.full(nq, -np.inf), np.zeros(nq, np.int32), np.zeros(nq, np.int64)
-    bar_s[full], bar_m[full] = scores[kth], matches[kth]
-    bar_k[full] = ranks[kth].astype(np.int64) << 32  # ranks are distinct: strictly before it is a smaller key
-    return bar_s, bar_m, bar_k
 
 
 def merge_ranked(lists: Sequence[Lists], k: int | None) -> tuple[np.ndarray, np.ndarray | None, list[np.ndarray]]:

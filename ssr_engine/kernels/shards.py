@@ -1,5 +1,5 @@
 """Numba kernels for sharded indexes: matching two shards' sorted vocabularies (the global df reduction) and
-merging a group's running top k with the next shard's rows (`merge_two`).
+searching a group of shards as one (`search_group`).
 
 Arrays in, arrays out; read-only (memory-mapped) arrays are accepted.
 """
@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+from . import probe
+from .levels import _EVERY_DOC
+from .topk import heap_arrays, ranks_after
+
+_DOC = 0xFFFFFFFF  # a key's low half: the collection document number (`search_group`'s keys)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -37,52 +43,120 @@ def match_sorted(a, b):
     return out
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _before(s1, m1, r1, s2, m2, r2):
-    """(s1, m1, r1) ranks before (s2, m2, r2) by the full key: score desc, matches desc, id rank asc."""
-    if s1 != s2:
-        return s1 > s2
-    if m1 != m2:
-        return m1 > m2
-    return r1 < r2
 
 
 @nb.njit(cache=True, nogil=True)
-def merge_two(a_off, a_docs, a_scores, a_matches, a_ranks, b_off, b_docs, b_scores, b_matches, b_ranks, k):
-    """Two ranked lists of every query merged into its top k by the full key (a group's running top k and
-    the next shard's rows: one pass, no concatenation).
+def _merge_keys(a_s, a_m, a_k, na, b_s, b_m, b_k, nb_, k, o_s, o_m, o_k):
+    """Two ranked runs (scores, matches, keys; keys distinct) merged into their first k by the full key
+    into o_*; returns the count. (`kernels.live._merge_one` is the same walk for live segments, which have
+    no collection ranks: its ties compare ids' bytes, here a key's rank half: one integer comparison.)"""
+    n = min(na + nb_, k)
+    i = j = 0
+    for o in range(n):
+        if j >= nb_ or (i < na and ranks_after(b_s[j], b_m[j], b_k[j], a_s[i], a_m[i], a_k[i])):
+            o_s[o], o_m[o], o_k[o] = a_s[i], a_m[i], a_k[i]
+            i += 1
+        else:
+            o_s[o], o_m[o], o_k[o] = b_s[j], b_m[j], b_k[j]
+            j += 1
+    return n
+
+
+@nb.njit(cache=True, nogil=True)
+def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, monos, q_offs, q_terms, q_weights,
+                 k, width, work, rule, fixed):
+    """Every query's top k over a group of shards, on the calling thread (workspace row 0), the GIL released.
+
+    Per query the shards go one after another, each through `probe._query` (the single index's search: probe,
+    levels, `small` or the long path by its cost rule) behind the bar of the group's top k so far (its k-th
+    entry: a document must rank strictly before it), and its rows are merged into that top k at once. The
+    shards' ranks are the collection's id ranks, so keys (rank << 32 | document) of different shards compare
+    and a bar is one key. The shards go in descending order of the postings the query's terms hold in them
+    (ties by position): where they are densest the top k tends to be strongest, so later shards meet a higher
+    bar; any order gives the same results.
 
     Parameters
     ----------
-    a_off, b_off : int64 ndarray, shape (Q + 1,)
-        Query q's rows of each list: a_off[q]:a_off[q + 1], best first.
-    a_docs, a_scores, a_matches, a_ranks : int64, float64, int32, uint32 ndarrays, shape (a_off[Q],)
-        Each row's document, score, matches and id rank (distinct across both lists); b's the same.
-    k : int
-        Rows kept per query (k <= 0: all).
+    indptrs, docss, ranks, fwd_indptrs, fwd_termss : typed lists, one entry per shard (`kernels.live.prepare_parts`)
+        Postings offsets and column, the collection's id rank uint32 of each document, forward offsets and rows.
+    bases, sizes_ : int64 ndarray, shape (S,)
+        Each shard's first collection document number and its document count.
+    monos : bool ndarray, shape (S,)
+        Whether the shard's ranks ascend with its document numbers (`probe.ascending`).
+    q_offs : int64 ndarray, shape (S, Q + 1)
+        Shard s's terms of query q: q_terms[q_offs[s, q]:q_offs[s, q + 1]] (ascending weight), weights alike.
+    k : int, >= 1
+    width : int
+        The block (`levels.plan`'s, before a shard's own cap).
+    work : `probe.workspace` with one row at least, its cursor rows as long as the longest query
+    rule : float64 ndarray, `probe.RULE`
+    fixed : int64 ndarray, shape (S,) or (0,)
+        An order to search the shards in for every query instead (tests).
 
     Returns
     -------
-    (offsets int64 (Q + 1,), docs int64, scores float64, matches int32, ranks uint32), each query's rows
-    best first.
+    (offsets int64 (Q + 1,), docs int64 (collection numbers), scores float64, matches int32, ranks uint32,
+    stats int64 (Q, probe.STATS) summed over the shards, the first shard whose postings are corrupt or -1)
     """
-    nq = a_off.shape[0] - 1
-    out = np.zeros(nq + 1, dtype=np.int64)
+    n_shards = bases.shape[0]
+    nq = q_offs.shape[1] - 1
+    held = np.zeros((nq, n_shards), dtype=np.int64)  # postings of query q's terms in shard s
+    caps = np.zeros(nq + 1, dtype=np.int64)
     for q in range(nq):
-        n = a_off[q + 1] - a_off[q] + b_off[q + 1] - b_off[q]
-        out[q + 1] = out[q] + (min(n, k) if k > 0 else n)
-    docs = np.empty(out[nq], dtype=np.int64)
-    scores = np.empty(out[nq], dtype=np.float64)
-    matches = np.empty(out[nq], dtype=np.int32)
-    ranks = np.empty(out[nq], dtype=np.uint32)
+        total = 0
+        for s in range(n_shards):
+            indptr = indptrs[s]
+            for j in range(q_offs[s, q], q_offs[s, q + 1]):
+                held[q, s] += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
+            total += held[q, s]
+        caps[q + 1] = caps[q] + min(total, k)
+    out_s, out_m, out_k = heap_arrays(caps[nq])
+    sizes = np.zeros(nq, dtype=np.int64)
+    r_s, r_m, r_k = heap_arrays(k)  # one shard's rows
+    t_s, t_m, t_k = heap_arrays(k)  # the group's top k so far
+    u_s, u_m, u_k = heap_arrays(k)  # a merge's output
+    region = np.zeros(nq + 1, dtype=np.int64)  # `probe._query`'s output region for query q: [0, cap)
+    bar_s, bar_m, bar_k = np.full(nq, -np.inf), np.zeros(nq, dtype=np.int32), np.zeros(nq, dtype=np.int64)
+    stats = np.zeros((nq, probe.STATS), dtype=np.int64)
+    bad = -1
     for q in range(nq):
-        i, j, i_end, j_end = a_off[q], b_off[q], a_off[q + 1], b_off[q + 1]
-        for dst in range(out[q], out[q + 1]):
-            if j >= j_end or (i < i_end and _before(a_scores[i], a_matches[i], a_ranks[i], b_scores[j], b_matches[j],
-                                                     b_ranks[j])):
-                docs[dst], scores[dst], matches[dst], ranks[dst] = a_docs[i], a_scores[i], a_matches[i], a_ranks[i]
-                i += 1
-            else:
-                docs[dst], scores[dst], matches[dst], ranks[dst] = b_docs[j], b_scores[j], b_matches[j], b_ranks[j]
-                j += 1
-    return out, docs, scores, matches, ranks
+        order = fixed if fixed.shape[0] else np.argsort(-held[q], kind="mergesort")
+        nt = 0
+        for s in order:
+            if held[q, s] == 0:
+                continue
+            n_docs = sizes_[s]
+            kk = min(k, n_docs)
+            region[q], region[q + 1] = 0, min(kk, held[q, s])
+            bar_s[q] = -np.inf
+            if nt == k:
+                bar_s[q], bar_m[q], bar_k[q] = t_s[k - 1], t_m[k - 1], (t_k[k - 1] >> 32) << 32
+            nr = probe._query(q, kk, indptrs[s], docss[s], ranks[s], n_docs, fwd_indptrs[s], fwd_termss[s], q_offs[s],
+                              q_terms, q_weights, min(width, n_docs), _EVERY_DOC, region, r_k, r_s, r_m, work, 0,
+                              bar_s, bar_m, bar_k, rule, stats, monos[s])
+            if nr < 0:  # corrupt postings: the workspace is dirty (the caller clears it)
+                bad = s
+                break
+            for i in range(nr):  # the shard's keys: its document number to the collection's
+                r_k[i] = (r_k[i] & ~np.int64(_DOC)) | (bases[s] + (r_k[i] & _DOC))
+            nt = _merge_keys(t_s, t_m, t_k, nt, r_s, r_m, r_k, nr, k, u_s, u_m, u_k)
+            t_s, u_s = u_s, t_s
+            t_m, u_m = u_m, t_m
+            t_k, u_k = u_k, t_k
+        if bad >= 0:
+            break
+        b = caps[q]
+        out_s[b : b + nt], out_m[b : b + nt], out_k[b : b + nt] = t_s[:nt], t_m[:nt], t_k[:nt]
+        sizes[q] = nt
+    offsets = np.zeros(nq + 1, dtype=np.int64)
+    for q in range(nq):
+        offsets[q + 1] = offsets[q] + sizes[q]
+    n = offsets[nq]
+    docs, scores = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.float64)
+    matches, rank = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.uint32)
+    for q in range(nq):
+        for i in range(sizes[q]):
+            key = out_k[caps[q] + i]
+            docs[offsets[q] + i], rank[offsets[q] + i] = key & _DOC, key >> 32
+            scores[offsets[q] + i], matches[offsets[q] + i] = out_s[caps[q] + i], out_m[caps[q] + i]
+    return offsets, docs, scores, matches, rank, stats, bad
