@@ -30,6 +30,10 @@ def or_lists(docs, cur, end, last, p, m, lo, hi, mask, starts):
     first position in the block going to starts[j] (its postings in the block: starts[j]..cur[j]); the lists
     0..p-1 OR their bit only into documents of the lists p..m-1 (their masks left zero elsewhere). Cursors
     cur/end/last as `levels.or_block`'s. Returns False for corrupt postings (not strictly ascending)."""
+    # this block-read loop's head (cursors, stop at hi, the strictly-ascending check) is written out again in
+    # levels.or_block, ssr._search_one and prune: only the read is shared (`packed.at`); the bodies differ
+    # (mask bits, sums, first touches) and Numba passes a loop body only as a jitted callback, not tried in
+    # these hottest loops (a shared sort taking its comparison so cost 4.2x: kernels/text.py `_sort_tokens`)
     for u in range(m):
         j = (u + p) % m  # p..m-1 first: their documents' masks are set before 0..p-1 are read
         bit = np.uint16(1 << j)
