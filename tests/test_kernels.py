@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ssr_engine.ids import id_order
-from ssr_engine.kernels import spans, topk
+from ssr_engine.kernels import indexing, spans, topk
 from ssr_engine.kernels import ssr as kernels
 from ssr_engine.kernels.forward import width_for
 from ssr_engine.kernels.packed import PLAIN, byte_width_for, pack32
@@ -266,6 +266,27 @@ def test_span_helpers_agree_with_python_bytes(words):
     picks = np.array(list(reversed(range(n))), dtype=np.int64)
     g_off, g_data = spans.gather_spans(data, offsets, picks)
     assert [g_data[g_off[i]:g_off[i + 1]].tobytes() for i in range(n)] == [words[p] for p in picks]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([b"", b"a", b"ab", b"ba", b"abc"])), min_size=1,
+                max_size=30))
+def test_term_strings_keeps_first_occurrences_and_finds_the_first_collision(signals):
+    """Signals (hash label, string) in signal order: each term (label) gets its first occurrence's string,
+    and the first later signal whose string differs from its term's is reported (a collision), else -1."""
+    labels = sorted({t for t, _ in signals})
+    local = np.array([labels.index(t) for t, _ in signals], dtype=np.uint32)
+    rep = np.array([next(s for s, (t, _) in enumerate(signals) if t == label) for label in labels], dtype=np.int64)
+    words = [w for _, w in signals]
+    data = np.frombuffer(b"".join(words) or b"\0", dtype=np.uint8)
+    offsets = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in words], out=offsets[1:])
+    str_off, str_bytes, first = indexing.term_strings(data, offsets, local, rep)
+    want = next((s for s, (t, w) in enumerate(signals) if w != words[rep[labels.index(t)]]), -1)
+    assert first == want
+    if want < 0:
+        assert [str_bytes[str_off[g]:str_off[g + 1]].tobytes() for g in range(len(labels))] == \
+            [words[r] for r in rep]
 
 
 @numba.njit

@@ -23,8 +23,7 @@ import numpy as np
 from ..arrays import ArrayWriter, array_file, npy_data_offset, read_slice, writer_dtype
 from ..extract import SignalBatch
 from ..hashing import hash_spans
-from ..kernels.indexing import first_unequal, invert_chunk, radix_sort_u64, signal_payloads
-from ..kernels.spans import gather_spans
+from ..kernels.indexing import invert_chunk, radix_sort_u64, signal_payloads, term_strings
 
 
 class HashCollision(Exception):
@@ -146,10 +145,9 @@ def write_run(
         keys, payloads, np.int64(first_doc), batch.counts, keep_tf
     )
     del keys, payloads
-    str_off, str_bytes = gather_spans(batch.data, batch.offsets, uniq_rep)
-    # The collision check walks the signals in their own order (their bytes read sequentially),
-    # not in hash order, where each comparison cost two cache misses (more than the grouping).
-    s = first_unequal(batch.data, batch.offsets, local, uniq_rep, str_off, str_bytes)
+    # The terms' strings and the collision check in one walk of the signals in their own order (their bytes
+    # read sequentially), not in hash order, where each comparison cost two cache misses.
+    str_off, str_bytes, s = term_strings(batch.data, batch.offsets, local, uniq_rep)
     if s >= 0:
         raise HashCollision(batch.signal(int(uniq_rep[local[s]])), batch.signal(int(s)))
     post_off = np.zeros(uniq_df.shape[0] + 1, dtype=np.int64)

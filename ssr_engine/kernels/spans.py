@@ -45,14 +45,22 @@ def spans_equal(a_data, a_offsets, a_index, b_data, b_offsets, b_index):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
-def gather_spans(data, offsets, picks):
-    """Concatenate the spans `picks` of (data, offsets): (new offsets int64[m + 1], new data uint8)."""
+@nb.njit(cache=True, nogil=True, inline="always")
+def picked_offsets(offsets, picks):
+    """int64[m + 1]: the offsets of the spans `picks` of `offsets` laid end to end (`gather_spans`' layout)."""
     m = picks.shape[0]
     out_off = np.zeros(m + 1, dtype=np.int64)
     for i in range(m):
         p = picks[i]
         out_off[i + 1] = out_off[i] + offsets[p + 1] - offsets[p]
+    return out_off
+
+
+@nb.njit(cache=True, nogil=True)
+def gather_spans(data, offsets, picks):
+    """Concatenate the spans `picks` of (data, offsets): (new offsets int64[m + 1], new data uint8)."""
+    m = picks.shape[0]
+    out_off = picked_offsets(offsets, picks)
     out = np.empty(out_off[m], dtype=np.uint8)
     for i in range(m):
         p = picks[i]
