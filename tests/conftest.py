@@ -32,6 +32,23 @@ MSMARCO_FILES = {  # tests/data/msmarco-dev-small/NAME.xz (see PROVENANCE.md the
 }
 
 
+# README's test command (no paths: the whole suite from `testpaths`) runs on this many pytest-xdist workers, one
+# test file per worker at a time (`--dist loadfile`: a module's fixtures, such as test_distributed_ray's one
+# local Ray instance, stay in one process). A cold run spends much of its time with Numba compiling kernels on
+# one core; two workers compile and test on both. Runs naming paths, `-n N` or `-p no:xdist` run as asked.
+WHOLE_SUITE_WORKERS = 2
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    if (config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput")
+            and config.args_source == pytest.Config.ArgsSource.TESTPATHS
+            and getattr(config.option, "numprocesses", None) is None):
+        config.option.numprocesses = WHOLE_SUITE_WORKERS
+        config.option.dist = "loadfile"
+        config.option.tx = ["popen"] * WHOLE_SUITE_WORKERS  # what xdist's own hook makes of `-n`
+
+
 def load_data_script(name: str) -> ModuleType:
     """A module of data_scripts/ (they are scripts, not a package)."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "data_scripts" / f"{name}.py")
