@@ -351,12 +351,13 @@ def test_id_gather_serial_and_parallel_match_numpy():
     from ssr_engine.kernels import id_table
 
     rng = np.random.default_rng(5)
-    table = rng.integers(48, 123, size=(1000, 7), dtype=np.uint8)
-    for n in (0, 10, id_table.PARALLEL_FROM + 3):
-        docs = rng.integers(0, 1000, size=n).astype(np.int64)
-        got = id_table.gather_ids_ucs4(table, docs)
-        assert got.shape == (n, 7) and got.dtype == np.uint32
-        assert np.array_equal(got, table[docs].astype(np.uint32))
+    for width in (1, 7, 8, 9, 20):  # the unrolled copy of ids up to 8 characters, and the loop beyond
+        table = rng.integers(48, 123, size=(1000, width), dtype=np.uint8)
+        for n in (0, 10, id_table.PARALLEL_FROM + 3):
+            docs = rng.integers(0, 1000, size=n).astype(np.int64)
+            got = id_table.gather_ids_ucs4(table, docs)
+            assert got.shape == (n, width) and got.dtype == np.uint32
+            assert np.array_equal(got, table[docs].astype(np.uint32))
 
 
 def test_fixed_width_ids_match_the_strings():

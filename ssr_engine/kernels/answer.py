@@ -15,7 +15,7 @@ import numba as nb
 import numpy as np
 
 from . import levels, probe
-from .id_table import _gather_row
+from .id_table import gather_rows
 from .query import prepare
 from .topk import compact_failed
 
@@ -67,6 +67,5 @@ def answer(data, q_offsets, prep, ix, k, width, work, rule, monotone, probing, t
             break
     out_o, out_d, out_s, out_m, bad = compact_failed(caps_off, sizes, res_s, res_m, res_d)
     ids = np.empty((out_d.shape[0] if table.shape[1] else 0, table.shape[1]), dtype=np.uint32)
-    for i in range(ids.shape[0]):
-        _gather_row(table, out_d, ids, i)
+    gather_rows(table, out_d[: ids.shape[0]], ids)
     return out_o, out_d, out_s, out_m, ids, BAD_POSTINGS if bad else OK, longest

@@ -34,10 +34,26 @@ def _gather_row(table, docs, out, i):
 
 
 @nb.njit(cache=True, nogil=True)
+def gather_rows(table, docs, out):
+    """out[i] = table[docs[i]] widened to uint32 (UCS-4), for every i. Ids of at most 8 characters (MS MARCO's)
+    are copied by a loop of constant length, unrolled: 11-14 ns an id against 16-35 for the loop of the
+    table's width (1,000 ids a query at K=1000: ~6 µs of a query's ~130)."""
+    w = table.shape[1]
+    if w <= 8:
+        for i in range(docs.shape[0]):
+            d = docs[i]
+            for j in range(8):
+                if j < w:
+                    out[i, j] = table[d, j]
+    else:
+        for i in range(docs.shape[0]):
+            _gather_row(table, docs, out, i)
+
+
+@nb.njit(cache=True, nogil=True)
 def _gather_serial(table, docs):
     out = np.empty((docs.shape[0], table.shape[1]), dtype=np.uint32)
-    for i in range(docs.shape[0]):
-        _gather_row(table, docs, out, i)
+    gather_rows(table, docs, out)
     return out
 
 
