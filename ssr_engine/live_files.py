@@ -182,28 +182,43 @@ def id_hashes(encoded: list[bytes]) -> np.ndarray:
 
 def write_id_table(segment: Path, ids: Any, staged: bool = True) -> None:
     """Write the id table of a segment whose ids (an Arrow string array) are given: plainly into a staged
-    folder (it appears whole by one rename at commit, as the segment's arrays do), else atomically per file."""
+    folder (it appears whole by one rename at commit, as the segment's arrays do), else each file under a
+    temporary name, all fsynced at once, then renamed (a committed segment's table appears whole)."""
+    import os
+
     import pyarrow as pa
 
-    from .atomic import atomic_write
+    from .atomic import fsync_dir, os_errors, tmp_name
+    from .generations import fsync_files
+    from .hashing import hash_spans
+    from .kernels.indexing import radix_argsort_u64
 
     ids = ids.cast(pa.large_string()) if ids.type != pa.large_string() else ids
     offsets = np.frombuffer(ids.buffers()[1], dtype=np.int64)[ids.offset : ids.offset + len(ids) + 1]
     data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]] if len(ids) else \
         np.zeros(0, dtype=np.uint8)
     offsets = offsets - offsets[0]
-    from .hashing import hash_spans
-
     hashes = hash_spans(data, offsets.astype(np.int64), np.uint64(0), np.uint64(2**64 - 1))
-    order = np.argsort(hashes, kind="stable")
+    order = radix_argsort_u64(hashes)  # as np.argsort(kind="stable"): 8.8M ids 5.2 s there (nice 19, load 6)
     arrays = {"hash": hashes[order], "doc": order.astype(np.uint32), "offsets": offsets.astype(np.int64),
               "bytes": np.ascontiguousarray(data)}
-    for name in ID_TABLE:
-        if staged:
+    if staged:
+        for name in ID_TABLE:
             np.save(segment / id_table_file(name), arrays[name], allow_pickle=False)
-            continue
-        with atomic_write(segment / id_table_file(name), "wb", encoding=None, newline=None) as f:
-            np.save(f, arrays[name], allow_pickle=False)
+        return
+    temps = {name: tmp_name(segment / id_table_file(name)) for name in ID_TABLE}
+    try:
+        with os_errors(segment):
+            for name in ID_TABLE:
+                with open(temps[name], "wb") as f:  # np.save would add ".npy" to a temporary name
+                    np.save(f, arrays[name], allow_pickle=False)
+            fsync_files([str(t) for t in temps.values()])
+            for name in ID_TABLE:
+                os.replace(temps[name], segment / id_table_file(name))
+            fsync_dir(segment)
+    finally:
+        for t in temps.values():
+            t.unlink(missing_ok=True)
 
 
 def ensure_id_table(segment: Path, index: Index) -> IdTable:

@@ -19,9 +19,11 @@ import numpy as np
 from . import parts_tables, retrieval
 from .errors import SsrError
 from .extract import Extractor
+from .ids import ucs4_ids
 from .kernels import levels, probe
 from .kernels import ssr as kernels
 from .kernels.candidates import CorruptIndexData
+from .kernels.id_table import gather_ids_ucs4
 from .parts import (
     GlobalStats,
     Part,
@@ -95,6 +97,7 @@ class PartsSearcher:
         self.live = [None if p.deleted is None else ~p.deleted for p in self.parts]
         # tables made once (`parts_tables`): ids and ranks; the kernel's arrays per method; the vocabularies
         self._ids: tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray] | None = None
+        self._id_rows: np.ndarray | bool | None = None  # `parts_tables.id_rows` (False: none)
         self._prepared: dict[str, Any] = {}
         self._terms: list[tuple[list[int], tuple[int, int], tuple]] | None = None
         self._local = threading.local()  # the kernels' workspace, one per calling Python thread (kept)
@@ -174,6 +177,7 @@ class PartsSearcher:
         parts_tables.term_tables(self)
         if self._barred(k, self.method):
             parts_tables.id_tables(self)
+            parts_tables.id_rows(self)
             parts_tables.parts_arrays(self, self.method)
         pieces = self._helpers.map(lambda piece: self._ssr_round(piece, k, self.method, 1),
                                    [queries[a : a + size] for a in range(0, len(queries), size)], threads)
@@ -250,10 +254,15 @@ class PartsSearcher:
             with kernel_guard(self.parts[order[bad]].index):  # a segment that lies is an error naming it
                 raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "
                                        "document id >= N")
+        rows = parts_tables.id_rows(self)
+        if rows is not None:  # one gather from the collection's table
+            ids = ucs4_ids(gather_ids_ucs4(rows, docs))
+            return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
+                    for a, z in zip(off[:-1].tolist(), off[1:].tolist(), strict=True)]
         part = np.searchsorted(self.bases, docs, side="right") - 1
         width = 1
         id_parts = []
-        for s in np.unique(part).tolist():
+        for s in np.flatnonzero(np.bincount(part, minlength=len(self.parts))).tolist():
             where = np.flatnonzero(part == s)
             id_parts.append((where, self.parts[s].index.ids_of(docs[where] - self.bases[s])))
             width = max(width, id_parts[-1][1].dtype.itemsize // 4)

@@ -143,3 +143,18 @@ def id_tables(searcher: Any) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], 
         searcher._ids = (id_offsets, id_bytes, orders,
                      collection_rank(orders, searcher.bases[:-1], id_offsets, id_bytes, searcher.integer))
     return searcher._ids
+
+
+def id_rows(searcher: Any) -> np.ndarray | None:
+    """The collection's ids as one fixed-width table (uint8[N, w] by collection number, `ids.fixed_width_ids`'
+    rule), or None (long or non-ASCII ids): a batch's ids in one gather, as one index's; made once."""
+    if searcher._id_rows is None:
+        from .ids import FIXED_ID_MAX
+        from .kernels.id_table import fixed_table
+
+        id_offsets, id_bytes, _, _ = id_tables(searcher)
+        width = int(np.diff(id_offsets).max()) if id_offsets.shape[0] > 1 else 0
+        ascii_ = id_bytes.shape[0] == 0 or int(id_bytes.max()) < 0x80
+        searcher._id_rows = fixed_table(id_offsets, id_bytes, width) if 0 < width <= FIXED_ID_MAX and ascii_ \
+            else False
+    return None if searcher._id_rows is False else searcher._id_rows

@@ -330,3 +330,17 @@ def test_interrupted_build_leaves_nothing_that_opens(tmp_path, how):
     assert open_index(out).n_docs == 60000
     assert list(out.glob(".staging-*")) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv", "idx"]
+
+
+def test_duplicate_ids_are_found_across_many_chunks(tmp_path):
+    """The seen ids are kept as merged runs (`DocIdTable`): a repeat of an id from any earlier chunk, far back
+    or just before, is an error naming both lines, or a skipped line; the others are kept."""
+    rows = [(f"d{i}", f"word{i} text") for i in range(60)]
+    rows[41] = ("d3", "again")  # line 42 repeats line 4 (chunks of 2: ~20 chunks apart)
+    rows[58] = ("d56", "again")  # line 59 repeats line 57 (the chunk before)
+    path = write_tsv(tmp_path / "c.tsv", rows)
+    with pytest.raises(InputError, match=r"c\.tsv:42: duplicate document id 'd3' \(first at line 4\)"):
+        build_index(path, tmp_path / "idx", chunk_docs=2, quiet=True)
+    index = open_index(build_index(path, tmp_path / "idx", chunk_docs=2, skip_bad_lines=True, quiet=True))
+    assert [s["line"] for s in index.manifest.input["skipped"]] == [42, 59]
+    assert sorted(index.doc_id_array().to_pylist()) == sorted({i for i, _ in rows})

@@ -29,8 +29,10 @@ class DocIdTable:
         self.line_chunks: list[np.ndarray] = []
         self.starts: list[int] = []
         self.n = 0
-        self.seen_hash = np.zeros(0, dtype=np.uint64)
-        self.seen_doc = np.zeros(0, dtype=np.int64)
+        # the ids seen so far as sorted runs of (hash, document), sizes halving from the first: a chunk's
+        # run is merged with the runs before it no larger than twice its size (a binary counter), so a
+        # hash is merged about log2(chunks) times, not copied once per later chunk (np.insert: O(N^2/chunk))
+        self.runs: list[tuple[np.ndarray, np.ndarray]] = []
         self.sealed = False
 
     def _id_at(self, doc: int) -> tuple[str, int]:
@@ -51,11 +53,10 @@ class DocIdTable:
         hashes = hash_spans(raw, offsets, np.uint64(0), np.uint64(2**64 - 1))
         keep = np.ones(chunk.n_docs, dtype=bool)
         # candidates: hash seen before, or repeated inside the chunk
-        pos = np.searchsorted(self.seen_hash, hashes)
         hit_before = np.zeros(chunk.n_docs, dtype=bool)
-        if self.seen_hash.shape[0]:
-            found = self.seen_hash[np.minimum(pos, self.seen_hash.shape[0] - 1)]
-            hit_before = (pos < self.seen_hash.shape[0]) & (found == hashes)
+        for seen_hash, _ in self.runs:
+            pos = np.minimum(np.searchsorted(seen_hash, hashes), seen_hash.shape[0] - 1)
+            hit_before |= seen_hash[pos] == hashes
         _, first_idx, inverse = np.unique(hashes, return_index=True, return_inverse=True)
         repeated = first_idx[inverse] != np.arange(chunk.n_docs)
         for i in np.flatnonzero(hit_before | repeated).tolist():
@@ -70,10 +71,12 @@ class DocIdTable:
         chunk = select_docs(chunk, keep)
         hashes = hashes[keep]
         order = np.argsort(hashes, kind="stable")
-        docs = self.n + order.astype(np.int64)
-        where = np.searchsorted(self.seen_hash, hashes[order])
-        self.seen_hash = np.insert(self.seen_hash, where, hashes[order])
-        self.seen_doc = np.insert(self.seen_doc, where, docs)
+        self.runs.append((hashes[order], self.n + order.astype(np.int64)))
+        while len(self.runs) > 1 and self.runs[-2][0].shape[0] <= 2 * self.runs[-1][0].shape[0]:
+            (h1, d1), (h2, d2) = self.runs.pop(-2), self.runs.pop()
+            merged = np.concatenate([h1, h2])
+            by_hash = np.argsort(merged, kind="stable")  # two sorted runs: timsort merges them in one pass
+            self.runs.append((merged[by_hash], np.concatenate([d1, d2])[by_hash]))
         self.starts.append(self.n)
         self.chunks.append(pa.array(chunk.ids, type=pa.string()))
         self.line_chunks.append(chunk.lines)
@@ -85,12 +88,13 @@ class DocIdTable:
         for j in range(i):  # earlier in this chunk (rare: only on a hash repeat)
             if hashes[j] == hashes[i] and chunk.ids[j] == doc_id:
                 return int(chunk.lines[j])
-        lo = int(np.searchsorted(self.seen_hash, hashes[i], side="left"))
-        hi = int(np.searchsorted(self.seen_hash, hashes[i], side="right"))
-        for k in range(lo, hi):
-            other, line = self._id_at(int(self.seen_doc[k]))
-            if other == doc_id:
-                return line
+        for seen_hash, seen_doc in self.runs:
+            lo = int(np.searchsorted(seen_hash, hashes[i], side="left"))
+            hi = int(np.searchsorted(seen_hash, hashes[i], side="right"))
+            for k in range(lo, hi):
+                other, line = self._id_at(int(seen_doc[k]))
+                if other == doc_id:
+                    return line
         return None
 
     def seal(self) -> None:
@@ -98,8 +102,7 @@ class DocIdTable:
         24 bytes a document, 212 MB at 8.8M), which the rest of the build would otherwise hold through
         its peak."""
         self.sealed = True
-        self.seen_hash = np.zeros(0, dtype=np.uint64)
-        self.seen_doc = np.zeros(0, dtype=np.int64)
+        self.runs = []
         self.line_chunks = []
 
     def finish(self, out_dir: Path) -> tuple[dict[str, Any], pa.Array]:

@@ -16,7 +16,8 @@ import numpy as np
 from .candidates import region_offsets
 from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables, fits
 from .merge import span_compare
-from .probe import _CANDIDATES, RULE, STATS, WIDEN, search_one, workspace
+from .probe import _CANDIDATES, RULE, STATS, WIDEN, ascending, search_one, workspace
+from .split import hist_level, rare_hist, rare_start
 from .ssr import _search_one
 
 
@@ -139,8 +140,8 @@ def _merge_one(a_d, a_s, a_m, na, b_d, b_s, b_m, nb_, k, id_offsets, id_bytes, i
 @nb.njit(cache=True, nogil=True)
 def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos,
                    q_offs, q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off, max_terms, work,
-                   rule, g_off, g_termss, g_weights, grank, scan_order, out_d, out_s, out_m, sizes, bad, dirty, bar_s,
-                   bar_m, bar_k):
+                   rule, g_off, g_termss, g_weights, grank, g_mono, scan_order, out_d, out_s, out_m, sizes, bad,
+                   dirty, bar_s, bar_m, bar_k):
     """Queries lo..hi-1 on workspace row t (the body of `_parts_batch`'s slices and of `_parts_serial`)."""
     n_parts = starts.shape[0]
     w_mask, w_touched, w_cur, w_end, w_last, w_score, w_pop, w_level, w_lvl_score, w_lvl_pop, w_hist, w_bd, w_bl, \
@@ -163,11 +164,29 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
             nl = _tables(g_weights, a, m, w_score[t], w_pop[t], w_level[t], w_lvl_score[t], w_lvl_pop[t])
             w_hist[t][:nl] = 0
             bar, bar_key, cum, nbuf = nl - 1, _NO_CUT, np.int64(0), np.int64(0)
+            # a first bar from the rarest lists of every part (`split.first_level`, over the collection)
+            df = np.zeros(m, np.int64)
+            for s in range(n_parts):
+                for j in range(m):
+                    tm = g_termss[s][a + j]
+                    if tm >= 0:
+                        df[j] += indptrs[s][tm + 1] - indptrs[s][tm]
+            p = rare_start(df, m, cap)
+            if p < m:
+                for s in scan_order:
+                    if not rare_hist(g_termss[s], a, p, m, indptrs[s], docss[s], sizes_[s], lives[s], width,
+                                     w_level[t], w_hist[t], w_mask[t], w_cur[t], w_end[t], w_last[t]):
+                        bad[q] = s + 1
+                        dirty[t] = True
+                        break
+                if bad[q]:
+                    break
+                bar = hist_level(w_hist[t], nl, cap)
             for s in scan_order:
                 bar, bar_key, cum, nbuf = _scan(indptrs[s], docss[s], sizes_[s], starts[s], grank, lives[s],
                                                 g_termss[s], a, m, width, cap, w_mask[t], w_touched[t], w_cur[t],
                                                 w_end[t], w_last[t], w_level[t], w_hist[t], buf, bar, bar_key,
-                                                cum, nbuf)
+                                                cum, nbuf, g_mono)
                 if nbuf < 0:  # corrupt postings: this thread's masks are dirty
                     bad[q] = s + 1
                     dirty[t] = True
@@ -175,7 +194,7 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
             if bad[q]:
                 break
             nt = _finish(buf, nbuf, bar, cum, cap, w_hist[t], grank, w_lvl_score[t], w_lvl_pop[t], base, out_d,
-                         out_s, out_m)
+                         out_s, out_m, g_mono)
             for i in range(nt):  # keys to collection document numbers
                 out_d[base + i] &= 0xFFFFFFFF
             sizes[q] = nt
@@ -241,7 +260,7 @@ def _outputs(caps_off, rows):
 @nb.njit(cache=True, parallel=True)
 def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs,
                  q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off, max_terms, work, rule, g_off,
-                 g_termss, g_weights, grank, scan_order, n_slices):
+                 g_termss, g_weights, grank, g_mono, scan_order, n_slices):
     """Queries in n_slices contiguous slices taken by the threads one at a time (as `levels.run`)."""
     nq = caps_off.shape[0] - 1
     out_d, out_s, out_m, sizes, bad, dirty, bar_s, bar_m, bar_k = _outputs(caps_off, work[0].shape[0])
@@ -249,20 +268,21 @@ def _parts_batch(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, 
         _parts_queries(c * nq // n_slices, (c + 1) * nq // n_slices, nb.get_thread_id(), indptrs, docss, ranks,
                        lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs, q_terms, q_weights, k,
                        width, id_offsets, id_bytes, integer, caps_off, max_terms, work, rule, g_off, g_termss,
-                       g_weights, grank, scan_order, out_d, out_s, out_m, sizes, bad, dirty, bar_s, bar_m, bar_k)
+                       g_weights, grank, g_mono, scan_order, out_d, out_s, out_m, sizes, bad, dirty, bar_s, bar_m,
+                       bar_k)
     return sizes, out_d, out_s, out_m, bad
 
 
 @nb.njit(cache=True, nogil=True)
 def _parts_serial(indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos, q_offs,
                   q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off, max_terms, work, rule, g_off,
-                  g_termss, g_weights, grank, scan_order):
+                  g_termss, g_weights, grank, g_mono, scan_order):
     """Every query on the calling thread (workspace row 0), the GIL released: a Python thread's piece."""
     out_d, out_s, out_m, sizes, bad, dirty, bar_s, bar_m, bar_k = _outputs(caps_off, 1)
     _parts_queries(0, caps_off.shape[0] - 1, 0, indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts,
                    sizes_, monos, q_offs, q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off,
-                   max_terms, work, rule, g_off, g_termss, g_weights, grank, scan_order, out_d, out_s, out_m, sizes,
-                   bad, dirty, bar_s, bar_m, bar_k)
+                   max_terms, work, rule, g_off, g_termss, g_weights, grank, g_mono, scan_order, out_d, out_s, out_m,
+                   sizes, bad, dirty, bar_s, bar_m, bar_k)
     return sizes, out_d, out_s, out_m, bad
 
 
@@ -302,7 +322,9 @@ def prepare_parts(parts, method="ssr", grank=None):
 
     parts: as `search_parts`' tuples; grank: the collection's id ranks uint32[N] (`collection_rank`), or
     None. Returns (typed lists of indptr, docs, rank, live, order, forward indptr and terms; starts,
-    sizes int64[P]; monotone bool[P]; the order one set of levels reads the parts in; the indptrs; method).
+    sizes int64[P]; monotone bool[P]; the order one set of levels reads the parts in; the indptrs; whether
+    grank ascends with collection numbers (`probe.ascending`: one set of levels then cuts ties by document
+    number); method).
     """
     lists: list[list] = [[] for _ in range(7)]
     empty = np.zeros(0, dtype=np.uint8)
@@ -332,7 +354,8 @@ def prepare_parts(parts, method="ssr", grank=None):
     median = [int(grank[p[0] + p[6][len(p[6]) // 2]]) if len(p[6]) and grank.shape[0] else 0 for p in parts]
     return (lists, starts, np.array([p[1] for p in parts], dtype=np.int64),
             np.array([bool(p[9]) for p in parts], dtype=np.bool_),
-            np.argsort(np.array(median, dtype=np.int64), kind="stable"), [p[2] for p in parts], method)
+            np.argsort(np.array(median, dtype=np.int64), kind="stable"), [p[2] for p in parts],
+            bool(grank.shape[0]) and bool(ascending(grank)), method)
 
 
 def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chunks=None, method="ssr", shared=None,
@@ -371,7 +394,7 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
                   np.zeros(0, np.uint32))
     if not (isinstance(parts, tuple) and parts[-1] == method):
         parts = prepare_parts(parts, method, shared[3])
-    lists, starts, sizes, monos, scan_order, indptrs, _ = parts
+    lists, starts, sizes, monos, scan_order, indptrs, g_mono, _ = parts
     nq = len(queries[0][0]) - 1
     caps = np.zeros(nq, dtype=np.int64)
     # the parts' query terms as one flat array: part s's query q is q_offs[s, q]..q_offs[s, q + 1]
@@ -401,7 +424,7 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     args = (*lists, starts, sizes, monos, q_offs, q_terms, q_weights, np.int64(k), np.int64(width), id_offsets,
             id_bytes, bool(integer), caps_off, np.int64(0 if method == "union" else MAX_TERMS), holder[0],
             np.asarray(RULE, dtype=np.float64), np.asarray(shared[0], dtype=np.int64), g_terms,
-            np.asarray(shared[2], dtype=np.float64), np.asarray(shared[3], dtype=np.uint32), scan_order)
+            np.asarray(shared[2], dtype=np.float64), np.asarray(shared[3], dtype=np.uint32), g_mono, scan_order)
     if threads == 1:
         got, docs, scores, matches, bad = _parts_serial(*args)
     else:

@@ -58,36 +58,40 @@ def or_lists(docs, cur, end, last, p, m, lo, hi, mask, starts):
 
 
 @nb.njit(cache=True, nogil=True)
-def first_level(q_terms, a, m, indptr, docs, n_docs, live, block, cap, level, nl, hist, mask, cur, end, last):
-    """A bar level for the query q_terms[a:a + m] (`levels._tables`' level, nl levels) before its scan: the
-    best level L at which cap live documents of its rarest lists rank at or above L on those lists' bits
-    alone; nl - 1 (no bar) when those lists hold fewer than 2 cap postings or under cap documents.
-    hist int64[>= nl] must be zero and is left zero; mask uint16[block] too. Returns -1 for corrupt postings.
-    """
+def rare_start(df, m, cap):
+    """The first of the rarest lists p..m-1 that give a first bar (their postings at most `_SHARE` of the
+    query's; df int64[m]: each list's length, summed over the indexes searched together), or m for no bar
+    (those lists hold fewer than 2 cap postings)."""
     total = 0
     for j in range(m):
-        total += indptr[q_terms[a + j] + 1] - indptr[q_terms[a + j]]
+        total += df[j]
     p = m
     held = 0
     while p > 1:
-        t = q_terms[a + p - 1]
-        df = indptr[t + 1] - indptr[t]
-        if held + df > _SHARE * total:
+        if held + df[p - 1] > _SHARE * total:
             break
-        held += df
+        held += df[p - 1]
         p -= 1
-    if p == m or held < 2 * cap:
-        return nl - 1
+    return m if p == m or held < 2 * cap else p
+
+
+@nb.njit(cache=True, nogil=True)
+def rare_hist(q_terms, a, p, m, indptr, docs, n_docs, live, block, level, hist, mask, cur, end, last):
+    """Count one index's live documents of the lists p..m-1 by the level of their bits on those lists alone
+    (hist[level] += 1; a term id < 0: absent from this index). Returns False for corrupt postings."""
     open_lists(q_terms, a, p, m, indptr, cur, end, last)
+    for j in range(p, m):
+        if q_terms[a + j] < 0:
+            cur[j] = end[j] = 0
     starts = np.empty(m - p, np.int64)
     while True:
         lo = block_start(docs, cur[p:], end[p:], m - p, n_docs)
         if lo < 0:
-            return -1
+            return False
         if lo >= n_docs:
-            break
+            return True
         if not or_lists(docs, cur[p:], end[p:], last[p:], 0, m - p, lo, min(lo + block, n_docs), mask, starts):
-            return -1
+            return False
         for j in range(p, m):
             for c in range(starts[j - p], cur[j]):
                 x = at(docs, c) - lo
@@ -97,6 +101,11 @@ def first_level(q_terms, a, m, indptr, docs, n_docs, live, block, cap, level, nl
                 mask[x] = 0
                 if live.shape[0] == 0 or live[lo + x]:
                     hist[level[np.int64(v) << p]] += 1
+
+
+@nb.njit(cache=True, nogil=True)
+def hist_level(hist, nl, cap):
+    """The best level with cap documents at or above it in hist (nl - 1: none); hist is left zero."""
     got = nl - 1
     cum = 0
     for lv in range(nl):
@@ -106,3 +115,22 @@ def first_level(q_terms, a, m, indptr, docs, n_docs, live, block, cap, level, nl
             break
     hist[:nl] = 0
     return got
+
+
+@nb.njit(cache=True, nogil=True)
+def first_level(q_terms, a, m, indptr, docs, n_docs, live, block, cap, level, nl, hist, mask, cur, end, last):
+    """A bar level for the query q_terms[a:a + m] (`levels._tables`' level, nl levels) before its scan: the
+    best level L at which cap live documents of its rarest lists rank at or above L on those lists' bits
+    alone; nl - 1 (no bar) when those lists hold fewer than 2 cap postings or under cap documents.
+    hist int64[>= nl] must be zero and is left zero; mask uint16[block] too. Returns -1 for corrupt postings.
+    A live index's segments run the same three steps over all of them (`kernels.live`).
+    """
+    df = np.empty(m, np.int64)
+    for j in range(m):
+        df[j] = indptr[q_terms[a + j] + 1] - indptr[q_terms[a + j]]
+    p = rare_start(df, m, cap)
+    if p == m:
+        return nl - 1
+    if not rare_hist(q_terms, a, p, m, indptr, docs, n_docs, live, block, level, hist, mask, cur, end, last):
+        return -1
+    return hist_level(hist, nl, cap)
