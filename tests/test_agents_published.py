@@ -298,3 +298,35 @@ def test_a_markdown_awesome_list_is_refused_naming_file_and_line(tmp_path):
             read_cards(copy)
     assert main(["agents", "build", "--cards", str(listed), "--out", str(tmp_path / "reg")]) == 2
     assert not (tmp_path / "reg").exists()  # nothing half-written
+
+
+def test_server_json_files_as_publishers_write_them_in_a_folder(tmp_path):
+    # the shapes found in the MCP registry repository's data/ folder: $schema a bare URL, a relative path, a
+    # dated schema (2025-12-11: camelCase packages, remotes), or none at all (snake_case packages)
+    shapes = {
+        "a/server.json": {"$schema": "https://registry.modelcontextprotocol.io/schema/server.json",
+                          "name": "io.example/rules", "description": "Evaluate decision tables",
+                          "repository": {"type": "git", "url": "https://example.com/rules"},
+                          "remotes": [{"type": "sse", "url": "https://rules.example.com/mcp"}], "version": "1.0.0"},
+        "b.json": {"$schema": "../schema.json", "name": "voice", "description": "Voice execution for telephony",
+                   "repository": "https://example.com/voice", "vendor": "Example"},
+        "c/server.json": {"name": "io.example/guard", "description": "Exactly-once execution guard",
+                          "packages": [{"registry_type": "pypi", "identifier": "guard", "version": "0.1"}]},
+        "d.json": {"$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+                   "name": "io.example/observe", "title": "Observe", "description": "Logging for agents",
+                   "version": "1.5.0", "packages": [{"registryType": "pypi", "identifier": "observe",
+                                                     "transport": {"type": "stdio"}}]},
+    }
+    for name, server in shapes.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(json.dumps(server, indent=2))
+    cards = {c.id: c for c in iter_cards(tmp_path)}
+    assert sorted(cards) == ["io.example/guard", "io.example/observe", "io.example/rules", "voice"]
+    assert cards["io.example/observe"].title == "Observe"
+    assert json.loads(cards["io.example/rules"].raw)["remotes"][0]["url"] == "https://rules.example.com/mcp"
+    assert json.loads(cards["io.example/guard"].raw)["packages"][0]["registry_type"] == "pypi"
+    assert "telephony" in capability_values(cards["voice"])[1]
+    bad = tmp_path / "a" / "server.json"
+    bad.write_text(json.dumps({**shapes["a/server.json"], "description": 5}, indent=2))
+    with pytest.raises(InputError, match=rf"^{bad}:1: .*'description' must be a string"):
+        read_cards(bad)

@@ -269,16 +269,19 @@ class LiveRegistry:
             return self._writer
 
     @contextmanager
-    def _segment(self, cards: list[AgentCard]) -> Iterator[Any]:
+    def _segment(self, cards: list[AgentCard], pause: Any = lambda: None) -> Iterator[Any]:
         """A segment of `cards` (documents and card store) built without any lock (`LiveIndex.prepare`),
-        to publish while inside the block, and its store opened. A bad card is told as its file and line."""
+        to publish while inside the block, and its store opened. A bad card is told as its file and line.
+        `pause()` is called between the steps (a background merge yields there to writes under way)."""
         from ..generations import scratch_dir
 
         with scratch_dir(self.path.parent, f".{self.path.name}.agents-") as work:
             docs, store = work / "documents.jsonl", work / CARD_STORE
             rows: tuple[list[str], list[str]] = ([], [])
+            pause()
             write_documents_and_store(cards, docs, store, rows)
             opened = CardStore(store, rows)  # its rows as written: nothing read back
+            pause()
             try:
                 with self._live_index().prepare(collection=docs, fmt="jsonl-any-id", work=work,
                                                 extra_files={CARD_STORE: (store, CARD_STORE_FORMAT)}) as segment:
@@ -300,7 +303,7 @@ class LiveRegistry:
         replaces = {refs[s].name: refs[s].deletes_sha256 for s in segments}
         with self._lock:  # a card store's parsed-card cache is not shared between threads
             cards = [view.stores[s].get(cid) for s, cid in view.live_ids(segments)]
-        with self._segment(cards) as (segment, store):
+        with self._segment(cards, self.merges.yield_to_writes) as (segment, store):
             self.merges.yield_to_writes()  # a write under way commits first
             with self._lock:
                 try:
