@@ -1,5 +1,8 @@
 """Fault-injection campaign (issue 12): count outcomes over many corruptions, kills and races.
 
+(Over 400 lines on purpose: every kind of case shares the one child-process runner and the one tally that
+counts a crash against the case it happened on; split, each part would import the other back.)
+
     python benchmarks/fault_campaign.py --work /tmp/faults [--docs 20000] [--flips 3] [--kills 6]
         [--live-kills 9] [--races 3] [--snapshots 2] [--provider-rounds 3] [--seed 0] [--json out.json]
         [--only index kill snapshot race provider]

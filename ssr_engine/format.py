@@ -1,5 +1,7 @@
 """The on-disk index format, with `arrays` and `manifest`: the only modules that know file names,
 dtypes and the manifest. Here: the layout, `open_index` and the `Index` it returns.
+(Just over 400 lines on purpose: the layout table below, the `Index` it opens and `open_index`'s checks are
+one contract, read and changed together.)
 
 An index is a directory of generations (`generations`: owner marker `ssr-index.json`, writer
 lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a directory:
