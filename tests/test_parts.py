@@ -58,9 +58,9 @@ def test_merge_compares_ids_as_the_collection_orders_them(ids):
 @given(st.lists(st.one_of(int_ids, str_ids), min_size=1, max_size=30, unique=True)
        | st.lists(int_ids, min_size=1, max_size=30, unique=True), st.data())
 def test_ids_as_utf8_compare_and_count_as_the_collection_orders_them(ids, data):
-    """span_compare on UTF-8 bytes (the bar's ids) agrees with the order; count_below counts by it."""
+    """id_span_compare on UTF-8 bytes (the bar's ids) agrees with the order; count_below counts by it."""
     from ssr_engine.kernels.live import count_below
-    from ssr_engine.kernels.merge import span_compare
+    from ssr_engine.kernels.merge import id_span_compare
 
     integer = ids_are_integers(ids)
     raw = [i.encode("utf-8") for i in ids]
@@ -68,7 +68,7 @@ def test_ids_as_utf8_compare_and_count_as_the_collection_orders_them(ids, data):
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum([len(r) for r in raw], out=offsets[1:])
     ranked = id_order(ids)
-    rows = sorted(range(len(ids)), key=functools.cmp_to_key(lambda a, b: span_compare(
+    rows = sorted(range(len(ids)), key=functools.cmp_to_key(lambda a, b: id_span_compare(
         data_bytes, offsets[a], offsets[a + 1], data_bytes, offsets[b], offsets[b + 1], integer)))
     assert rows == ranked
     # a "part": a subset of the documents, in id order; probes: any documents
@@ -275,3 +275,34 @@ def test_two_step_merge_equals_the_one_step_merge(data):
     got_off, pos = order_candidates(sel, scores[picked], matches[picked], codes[picked], k, integer)
     assert got_off.tolist() == want_off.tolist()
     assert picked[pos].tolist() == want.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(int_ids, str_ids), min_size=1, max_size=20, unique=True)
+       | st.lists(int_ids, min_size=1, max_size=20, unique=True), st.data())
+def test_the_two_run_walk_keeps_the_best_k_by_the_full_key_with_either_tie_test(ids, data):
+    """merge_two with id_before (ids' bytes: live segments) and key_before (rank keys: shards) == the sorted union."""
+    from ssr_engine.kernels.merge import id_before, key_before, merge_two
+
+    integer = ids_are_integers(ids)
+    raw = [i.encode("utf-8") for i in ids]
+    id_bytes = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    id_offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raw], out=id_offsets[1:])
+    rank = {d: r for r, d in enumerate(id_order(ids))}
+    score = {d: data.draw(st.sampled_from([1.0, 2.5])) for d in range(len(ids))}  # few values: ties decide
+    match = {d: data.draw(st.integers(1, 2)) for d in range(len(ids))}
+    order = lambda docs: sorted(docs, key=lambda d: (-score[d], -match[d], rank[d]))  # noqa: E731
+    in_a = data.draw(st.lists(st.booleans(), min_size=len(ids), max_size=len(ids)))
+    a = order([d for d in range(len(ids)) if in_a[d]])
+    b = order([d for d in range(len(ids)) if not in_a[d]])
+    k = data.draw(st.integers(0, len(ids) + 1))
+    want = order(range(len(ids)))[:k]
+    for before, ctx, x_of in ((id_before, (id_offsets, id_bytes, integer), lambda d: d),
+                              (key_before, 0, lambda d: rank[d] << 32 | d)):
+        runs = [(np.array([x_of(d) for d in run], dtype=np.int64), np.array([score[d] for d in run]),
+                 np.array([match[d] for d in run], dtype=np.int32)) for run in (a, b)]
+        out = (np.empty(len(ids), np.int64), np.empty(len(ids)), np.empty(len(ids), np.int32))
+        n = merge_two(before, ctx, *runs[0], len(a), *runs[1], len(b), k, *out)
+        assert [d & 0xFFFFFFFF for d in out[0][:n].tolist()] == want
+        assert out[1][:n].tolist() == [score[d] for d in want] and out[2][:n].tolist() == [match[d] for d in want]

@@ -26,6 +26,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .spans import span_compare
+
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def _length(codes, i):
@@ -38,14 +40,15 @@ def _length(codes, i):
 @nb.njit(cache=True, nogil=True)
 def id_compare(codes, i, j, integer):
     """-1, 0 or 1 as the id in row i sorts before, equal to or after the id in row j."""
-    return span_compare(codes[i], 0, _length(codes, i), codes[j], 0, _length(codes, j), integer)
+    return id_span_compare(codes[i], 0, _length(codes, i), codes[j], 0, _length(codes, j), integer)
 
 
 @nb.njit(cache=True, nogil=True)
-def span_compare(x, xa, xz, y, ya, yz, integer):
+def id_span_compare(x, xa, xz, y, ya, yz, integer):
     """-1, 0 or 1 as the id x[xa:xz] sorts before, equal to or after the id y[ya:yz].
 
-    Ids as code points (UCS-4) or as UTF-8 bytes (whose byte order is the code point order).
+    Ids as code points (UCS-4) or as UTF-8 bytes (whose byte order is the code point order): as integers when
+    `integer`, equal values (and every id otherwise) by `spans.span_compare`'s order of their code units.
     """
     li = xz - xa
     lj = yz - ya
@@ -77,14 +80,60 @@ def span_compare(x, xa, xz, y, ya, yz, integer):
         if c != 0:
             return -c if neg_i else c
         # equal values: by their strings, as scoring.id_order does
-    for p in range(min(li, lj)):
-        a = x[xa + p]
-        b = y[ya + p]
-        if a != b:
-            return -1 if a < b else 1
-    if li != lj:
-        return -1 if li < lj else 1
-    return 0
+    return span_compare(x, xa, li, y, ya, lj)
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_two(before, ctx, a_x, a_s, a_m, na, b_x, b_s, b_m, nb_, k, o_x, o_s, o_m):
+    """The best min(na + nb_, k) rows of two ranked runs by the full key, written to o_*; returns the count.
+
+    The one two-run merge walk of a running top k (a live index's segments, a group of shards): rows go by
+    score desc, then matches desc; a tie on both is decided by `before(ctx, a_x[i], b_x[j])`, a jitted
+    function passed in (`key_before`, `id_before`: each caller's own order of x), compiled into this walk.
+
+    Parameters
+    ----------
+    before : jitted function (ctx, x, y) -> bool, True when row x ranks before row y (they tie on score
+        and matches)
+    ctx : what `before` reads besides x and y (a tuple of arrays, or 0)
+    a_x, a_s, a_m : int64, float64, int32 ndarrays, shape (>= na,): run a in rank order (x: a key or a
+        document number, scores, matches); b alike with nb_ rows
+    k : int, >= 0
+    o_x, o_s, o_m : ndarrays, shape (>= min(na + nb_, k),), the output (neither run)
+    """
+    n = min(na + nb_, k)
+    i = j = 0
+    for o in range(n):
+        take_a = j >= nb_
+        if not take_a and i < na:
+            if a_s[i] != b_s[j]:
+                take_a = a_s[i] > b_s[j]
+            elif a_m[i] != b_m[j]:
+                take_a = a_m[i] > b_m[j]
+            else:
+                take_a = before(ctx, a_x[i], b_x[j])
+        if take_a:
+            o_x[o], o_s[o], o_m[o] = a_x[i], a_s[i], a_m[i]
+            i += 1
+        else:
+            o_x[o], o_s[o], o_m[o] = b_x[j], b_s[j], b_m[j]
+            j += 1
+    return n
+
+
+@nb.njit(cache=True, nogil=True)
+def key_before(ctx, x, y):
+    """`merge_two`'s tie test for keys (rank << 32 | document, distinct): the smaller key first."""
+    return x < y
+
+
+@nb.njit(cache=True, nogil=True)
+def id_before(ctx, x, y):
+    """`merge_two`'s tie test for collection document numbers, ctx = (id_offsets, id_bytes, integer): document
+    d's id is id_bytes[id_offsets[d]:id_offsets[d + 1]], compared as `id_span_compare` orders ids."""
+    id_offsets, id_bytes, integer = ctx
+    return id_span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
+                           id_offsets[y + 1], integer) < 0
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
