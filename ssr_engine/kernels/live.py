@@ -13,6 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from . import levels
 from .candidates import region_offsets
 from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables, fits
 from .merge import id_before, id_span_compare, merge_two
@@ -401,15 +402,8 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     if threads == 1:
         got, docs, scores, matches, bad = _parts_serial(*args)
     else:
-        before = nb.get_num_threads()
-        nb.set_num_threads(threads)
-        old_chunk = nb.set_parallel_chunksize(1)
-        try:
-            got, docs, scores, matches, bad = _parts_batch(*args, np.int64(max(1, min(nq, max(8 * n_chunks,
-                                                                                                 -(-nq // _SLICE))))))
-        finally:
-            nb.set_parallel_chunksize(old_chunk)
-            nb.set_num_threads(before)
+        n_slices = np.int64(max(1, min(nq, max(8 * n_chunks, -(-nq // _SLICE)))))
+        got, docs, scores, matches, bad = levels.sliced_call(threads, _parts_batch, *args, n_slices)
     if bad.any():  # an abandoned query left the zeroed rows dirty (mask, acc, cnt)
         for a in (holder[0][0], holder[0][14], holder[0][15]):
             a[...] = 0
