@@ -288,8 +288,8 @@ def test_two_step_merge_equals_the_one_step_merge(data):
 @settings(max_examples=60, deadline=None)
 @given(id_lists(20), st.data())
 def test_the_two_run_walk_keeps_the_best_k_by_the_full_key_with_either_tie_test(ids, data):
-    """merge_two with id_before (ids' bytes: live segments) and key_before (rank keys: shards) == the sorted union."""
-    from ssr_engine.kernels.merge import id_before, key_before, merge_two
+    """merge_two with ids' bytes (live segments) or rank keys (shards) deciding ties == the sorted union."""
+    from ssr_engine.kernels.merge import merge_two
 
     integer = ids_are_integers(ids)
     id_bytes, id_offsets = utf8_ids(ids)
@@ -302,11 +302,10 @@ def test_the_two_run_walk_keeps_the_best_k_by_the_full_key_with_either_tie_test(
     b = order([d for d in range(len(ids)) if not in_a[d]])
     k = data.draw(st.integers(0, len(ids) + 1))
     want = order(range(len(ids)))[:k]
-    for before, ctx, x_of in ((id_before, (id_offsets, id_bytes, integer), lambda d: d),
-                              (key_before, 0, lambda d: rank[d] << 32 | d)):
+    for ties, x_of in (((id_offsets, id_bytes, integer), lambda d: d), (0, lambda d: rank[d] << 32 | d)):
         runs = [(np.array([x_of(d) for d in run], dtype=np.int64), np.array([score[d] for d in run]),
                  np.array([match[d] for d in run], dtype=np.int32)) for run in (a, b)]
         out = (np.empty(len(ids), np.int64), np.empty(len(ids)), np.empty(len(ids), np.int32))
-        n = merge_two(before, ctx, *runs[0], len(a), *runs[1], len(b), k, *out)
+        n = merge_two(ties, *runs[0], len(a), *runs[1], len(b), k, *out)
         assert [d & 0xFFFFFFFF for d in out[0][:n].tolist()] == want
         assert out[1][:n].tolist() == [score[d] for d in want] and out[2][:n].tolist() == [match[d] for d in want]

@@ -16,7 +16,7 @@ import numpy as np
 from . import levels
 from .candidates import region_offsets
 from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables, fits
-from .merge import id_before, id_span_compare, merge_two
+from .merge import id_span_compare, merge_two
 from .probe import _CANDIDATES, RULE, STATS, WIDEN, ascending, search_one, workspace
 from .split import hist_level, rare_hist, rare_start
 from .ssr import _search_one
@@ -207,8 +207,7 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
                 break
             for i in range(nr):  # the part's keys to collection document numbers
                 r_d[i] = starts[s] + (r_d[i] & 0xFFFFFFFF)
-            nt = merge_two(id_before, (id_offsets, id_bytes, integer), t_d, t_s, t_m, nt, r_d, r_s, r_m, nr, k,
-                           u_d, u_s, u_m)
+            nt = merge_two((id_offsets, id_bytes, integer), t_d, t_s, t_m, nt, r_d, r_s, r_m, nr, k, u_d, u_s, u_m)
             t_d[:nt] = u_d[:nt]
             t_s[:nt] = u_s[:nt]
             t_m[:nt] = u_m[:nt]

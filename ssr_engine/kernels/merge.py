@@ -83,21 +83,49 @@ def id_span_compare(x, xa, xz, y, ya, yz, integer):
     return span_compare(x, xa, li, y, ya, lj)
 
 
+def tie_before(ties, x, y):
+    """`merge_two`'s tie test: True when row x ranks before row y (they tie on score and matches).
+
+    `ties` says what x and y are, and Numba picks the test by its TYPE when a kernel compiles (as
+    `packed.at` picks a reader): an integer (0): keys rank << 32 | document (distinct), the smaller first
+    (shards, whose ranks are the collection's); `(id_offsets, id_bytes, integer)`: collection document
+    numbers, document d's id being id_bytes[id_offsets[d]:id_offsets[d + 1]], compared by `id_span_compare`
+    (live segments). (A jitted function passed as an argument, pynndescent's way, was tried first: a caller
+    passing one that reads arrays could not be cached by Numba, "dynamic globals".)
+    """
+    if isinstance(ties, tuple):
+        id_offsets, id_bytes, integer = ties
+        return id_span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
+                               id_offsets[y + 1], integer) < 0
+    return x < y
+
+
+@nb.extending.overload(tie_before, inline="always")
+def _tie_before(ties, x, y):
+    if isinstance(ties, nb.types.Integer):
+        return lambda ties, x, y: x < y
+
+    def by_id(ties, x, y):
+        id_offsets, id_bytes, integer = ties
+        return id_span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
+                               id_offsets[y + 1], integer) < 0
+
+    return by_id
+
+
 @nb.njit(cache=True, nogil=True)
-def merge_two(before, ctx, a_x, a_s, a_m, na, b_x, b_s, b_m, nb_, k, o_x, o_s, o_m):
+def merge_two(ties, a_x, a_s, a_m, na, b_x, b_s, b_m, nb_, k, o_x, o_s, o_m):
     """The best min(na + nb_, k) rows of two ranked runs by the full key, written to o_*; returns the count.
 
     The one two-run merge walk of a running top k (a live index's segments, a group of shards): rows go by
-    score desc, then matches desc; a tie on both is decided by `before(ctx, a_x[i], b_x[j])`, a jitted
-    function passed in (`key_before`, `id_before`: each caller's own order of x), compiled into this walk.
+    score desc, then matches desc, then `tie_before(ties, a_x[i], b_x[j])` (each caller's own order of x).
 
     Parameters
     ----------
-    before : jitted function (ctx, x, y) -> bool, True when row x ranks before row y (they tie on score
-        and matches)
-    ctx : what `before` reads besides x and y (a tuple of arrays, or 0)
-    a_x, a_s, a_m : int64, float64, int32 ndarrays, shape (>= na,): run a in rank order (x: a key or a
-        document number, scores, matches); b alike with nb_ rows
+    ties : 0 (x are rank keys) or (id_offsets int64, id_bytes uint8, integer bool) (x are document numbers);
+        see `tie_before`
+    a_x, a_s, a_m : int64, float64, int32 ndarrays, shape (>= na,): run a in rank order (x, scores,
+        matches); b alike with nb_ rows
     k : int, >= 0
     o_x, o_s, o_m : ndarrays, shape (>= min(na + nb_, k),), the output (neither run)
     """
@@ -111,7 +139,7 @@ def merge_two(before, ctx, a_x, a_s, a_m, na, b_x, b_s, b_m, nb_, k, o_x, o_s, o
             elif a_m[i] != b_m[j]:
                 take_a = a_m[i] > b_m[j]
             else:
-                take_a = before(ctx, a_x[i], b_x[j])
+                take_a = tie_before(ties, a_x[i], b_x[j])
         if take_a:
             o_x[o], o_s[o], o_m[o] = a_x[i], a_s[i], a_m[i]
             i += 1
@@ -119,21 +147,6 @@ def merge_two(before, ctx, a_x, a_s, a_m, na, b_x, b_s, b_m, nb_, k, o_x, o_s, o
             o_x[o], o_s[o], o_m[o] = b_x[j], b_s[j], b_m[j]
             j += 1
     return n
-
-
-@nb.njit(cache=True, nogil=True)
-def key_before(ctx, x, y):
-    """`merge_two`'s tie test for keys (rank << 32 | document, distinct): the smaller key first."""
-    return x < y
-
-
-@nb.njit(cache=True, nogil=True)
-def id_before(ctx, x, y):
-    """`merge_two`'s tie test for collection document numbers, ctx = (id_offsets, id_bytes, integer): document
-    d's id is id_bytes[id_offsets[d]:id_offsets[d + 1]], compared as `id_span_compare` orders ids."""
-    id_offsets, id_bytes, integer = ctx
-    return id_span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
-                           id_offsets[y + 1], integer) < 0
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

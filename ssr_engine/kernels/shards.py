@@ -11,7 +11,7 @@ import numpy as np
 
 from . import probe
 from .levels import _EVERY_DOC
-from .merge import key_before, merge_two
+from .merge import merge_two
 from .topk import heap_arrays
 
 _DOC = 0xFFFFFFFF  # a key's low half: the collection document number (`search_group`'s keys)
@@ -121,7 +121,7 @@ def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, 
                 break
             for i in range(nr):  # the shard's keys: its document number to the collection's
                 r_k[i] = (r_k[i] & ~np.int64(_DOC)) | (bases[s] + (r_k[i] & _DOC))
-            nt = merge_two(key_before, 0, t_k, t_s, t_m, nt, r_k, r_s, r_m, nr, k, u_k, u_s, u_m)
+            nt = merge_two(0, t_k, t_s, t_m, nt, r_k, r_s, r_m, nr, k, u_k, u_s, u_m)
             t_s, u_s = u_s, t_s
             t_m, u_m = u_m, t_m
             t_k, u_k = u_k, t_k
