@@ -70,14 +70,14 @@ def utf8_ids(ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
 @settings(max_examples=150, deadline=None)
 @given(id_lists(30), st.data())
 def test_ids_as_utf8_compare_and_count_as_the_collection_orders_them(ids, data):
-    """id_span_compare on UTF-8 bytes (the bar's ids) agrees with the order; count_below counts by it."""
+    """span_compare on UTF-8 bytes (the bar's ids) agrees with the order; count_below counts by it."""
     from ssr_engine.kernels.live import count_below
-    from ssr_engine.kernels.merge import id_span_compare
+    from ssr_engine.kernels.merge import span_compare
 
     integer = ids_are_integers(ids)
     data_bytes, offsets = utf8_ids(ids)
     ranked = id_order(ids)
-    rows = sorted(range(len(ids)), key=functools.cmp_to_key(lambda a, b: id_span_compare(
+    rows = sorted(range(len(ids)), key=functools.cmp_to_key(lambda a, b: span_compare(
         data_bytes, offsets[a], offsets[a + 1], data_bytes, offsets[b], offsets[b + 1], integer)))
     assert rows == ranked
     # a "part": a subset of the documents, in id order; probes: any documents

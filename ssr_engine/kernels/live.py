@@ -16,7 +16,7 @@ import numpy as np
 from . import levels
 from .candidates import region_offsets
 from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables, fits
-from .merge import id_span_compare, merge_two
+from .merge import merge_two, span_compare
 from .probe import _CANDIDATES, RULE, STATS, WIDEN, ascending, search_one, workspace
 from .split import hist_level, rare_hist, rare_start
 from .ssr import _search_one
@@ -32,7 +32,7 @@ def _below(order, base, id_offsets, id_bytes, probe, integer):
     while lo < hi:  # the first position whose id is not before the probe's
         mid = (lo + hi) >> 1
         d = base + order[mid]
-        if id_span_compare(id_bytes, id_offsets[d], id_offsets[d + 1], id_bytes, pa, pz, integer) < 0:
+        if span_compare(id_bytes, id_offsets[d], id_offsets[d + 1], id_bytes, pa, pz, integer) < 0:
             lo = mid + 1
         else:
             hi = mid
@@ -70,7 +70,7 @@ def _merged_below(order, base, probe_order, probe_base, id_offsets, id_bytes, in
         pz = id_offsets[p + 1]
         while i < n:
             d = base + order[i]
-            if id_span_compare(id_bytes, id_offsets[d], id_offsets[d + 1], id_bytes, pa, pz, integer) >= 0:
+            if span_compare(id_bytes, id_offsets[d], id_offsets[d + 1], id_bytes, pa, pz, integer) >= 0:
                 break
             i += 1
         out[q] = i

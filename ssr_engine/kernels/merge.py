@@ -26,7 +26,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .spans import span_compare
+from .spans import span_compare as bytes_compare
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -40,11 +40,11 @@ def _length(codes, i):
 @nb.njit(cache=True, nogil=True)
 def id_compare(codes, i, j, integer):
     """-1, 0 or 1 as the id in row i sorts before, equal to or after the id in row j."""
-    return id_span_compare(codes[i], 0, _length(codes, i), codes[j], 0, _length(codes, j), integer)
+    return span_compare(codes[i], 0, _length(codes, i), codes[j], 0, _length(codes, j), integer)
 
 
 @nb.njit(cache=True, nogil=True)
-def id_span_compare(x, xa, xz, y, ya, yz, integer):
+def span_compare(x, xa, xz, y, ya, yz, integer):
     """-1, 0 or 1 as the id x[xa:xz] sorts before, equal to or after the id y[ya:yz].
 
     Ids as code points (UCS-4) or as UTF-8 bytes (whose byte order is the code point order): as integers when
@@ -80,7 +80,7 @@ def id_span_compare(x, xa, xz, y, ya, yz, integer):
         if c != 0:
             return -c if neg_i else c
         # equal values: by their strings, as scoring.id_order does
-    return span_compare(x, xa, li, y, ya, lj)
+    return bytes_compare(x, xa, li, y, ya, lj)
 
 
 def tie_before(ties, x, y):
@@ -89,13 +89,13 @@ def tie_before(ties, x, y):
     `ties` says what x and y are, and Numba picks the test by its TYPE when a kernel compiles (as
     `packed.at` picks a reader): an integer (0): keys rank << 32 | document (distinct), the smaller first
     (shards, whose ranks are the collection's); `(id_offsets, id_bytes, integer)`: collection document
-    numbers, document d's id being id_bytes[id_offsets[d]:id_offsets[d + 1]], compared by `id_span_compare`
+    numbers, document d's id being id_bytes[id_offsets[d]:id_offsets[d + 1]], compared by `span_compare`
     (live segments). (A jitted function passed as an argument, pynndescent's way, was tried first: a caller
     passing one that reads arrays could not be cached by Numba, "dynamic globals".)
     """
     if isinstance(ties, tuple):
         id_offsets, id_bytes, integer = ties
-        return id_span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
+        return span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
                                id_offsets[y + 1], integer) < 0
     return x < y
 
@@ -107,7 +107,7 @@ def _tie_before(ties, x, y):
 
     def by_id(ties, x, y):
         id_offsets, id_bytes, integer = ties
-        return id_span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
+        return span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
                                id_offsets[y + 1], integer) < 0
 
     return by_id
