@@ -26,9 +26,12 @@ import numpy as np
 
 
 def percentiles(values_s) -> dict:
+    """p50/p90/p99 (the library's one definition, `eval.stats`), max and mean, in ms."""
+    from ssr_engine.eval.stats import percentiles as pct
+
     v = np.asarray(values_s, dtype=np.float64) * 1e3
-    return {"p50_ms": float(np.percentile(v, 50)), "p90_ms": float(np.percentile(v, 90)),
-            "p99_ms": float(np.percentile(v, 99)), "max_ms": float(v.max()), "mean_ms": float(v.mean())}
+    return {f"{name}_ms": x for name, x in pct(v.tolist(), (50, 90, 99)).items()} | {"max_ms": float(v.max()),
+                                                                                   "mean_ms": float(v.mean())}
 
 
 def end_to_end(searcher, texts, k) -> dict:

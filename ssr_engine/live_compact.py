@@ -50,9 +50,9 @@ def compact_segment(writer: IndexWriter | ScratchStaging, snap: Snapshot, chunk_
     """One staged segment of every live document of `snap`, merged from its segments (see the module)."""
     from tqdm import tqdm
 
-    from . import __version__
     from .format import write_manifest
     from .indexing.builder import MAX_SEED_ATTEMPTS
+    from .version import __version__
 
     base = snap.indexes[0].manifest
     started = time.time()

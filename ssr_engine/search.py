@@ -25,6 +25,7 @@ from .kernels.query import prepare
 from .kernels.terms import lookup
 from .pieces import Helpers
 from .query_terms import QueryBatch, lookup_args, signal_args, utf8
+from .retrieval import METHODS as RETRIEVAL_METHODS
 from .retrieval import (
     SearchResult,
     StoredText,
@@ -45,7 +46,7 @@ from .validate import (
     term_candidates,
 )
 
-METHODS = ("ssr", "levels", "union", "maxscore", "exhaustive")
+METHODS = tuple(m for m in RETRIEVAL_METHODS if m != "bm25")
 """The methods a `Searcher` runs (the `retrieval.METHODS` that read an ssr index): ssr reads the
 heaviest lists and probes their best candidates' forward rows where a query's cost rule says that
 pays, else what levels reads (`kernels.probe`, the fastest measured); levels reads every posting of

@@ -26,13 +26,14 @@ TOOLS = DATA / "mcp-tools-list-response.json"
 
 
 def test_fixtures_are_the_sdks_own_shapes():
-    a2a_types = pytest.importorskip("a2a.types", reason="a2a-sdk not installed")
-    json_format = pytest.importorskip("google.protobuf.json_format", reason="protobuf (with a2a-sdk) not installed")
+    import a2a.types as a2a_types  # a2a-sdk (with protobuf) and mcp are in the test extra: never skipped
+    import google.protobuf.json_format as json_format
+    import mcp.types as mcp_types
+
     # strict: an unknown field name would raise, so the v1.0 fixture uses exactly the spec's fields
     json_format.ParseDict(json.loads(V10.read_text()), a2a_types.AgentCard())
     v03 = pytest.importorskip("a2a.compat.v0_3.types", reason="a2a-sdk without its v0.3 types")
     v03.AgentCard.model_validate(json.loads(V03.read_text()))
-    mcp_types = pytest.importorskip("mcp.types", reason="mcp not installed")
     envelope = json.loads(TOOLS.read_text())
     mcp_types.JSONRPCResponse.model_validate(envelope)
     mcp_types.ListToolsResult.model_validate(envelope["result"])

@@ -14,20 +14,15 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx  # the serve extra and httpx are in the test extra: a broken install fails here, never skips
 import pytest
+import uvicorn
 
-pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
-pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed")
-pytest.importorskip("mcp", reason="the serve extra (mcp) is not installed")
-httpx = pytest.importorskip("httpx", reason="httpx is needed to test the HTTP API")
-
-import uvicorn  # noqa: E402
-
-from ssr_engine.agents.discovery import Registry, build_registry  # noqa: E402
-from ssr_engine.agents.live import LiveRegistry  # noqa: E402
-from ssr_engine.agents.server import create_app  # noqa: E402
-from ssr_engine.agents.sources import read_cards, write_cards  # noqa: E402
-from ssr_engine.datagen.cards import iter_registry, make_queries  # noqa: E402
+from ssr_engine.agents.discovery import Registry, build_registry
+from ssr_engine.agents.live import LiveRegistry
+from ssr_engine.agents.server import create_app
+from ssr_engine.agents.sources import read_cards, write_cards
+from ssr_engine.datagen.cards import iter_registry, make_queries
 
 DATA = Path(__file__).parent / "data" / "agents"
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,6 @@ sys.path.insert(0, str(BENCH))
 
 from harness import engines, measure, tables  # noqa: E402
 
-PSUTIL = "psutil (in the test and bench extras) is not installed"
-
 
 def _load_run():
     import importlib.util
@@ -62,7 +60,7 @@ def test_missing_module_names_the_module(monkeypatch):
 
 
 def test_busy_neighbours_spin_while_the_block_runs_and_are_gone_after():
-    psutil = pytest.importorskip("psutil", reason=PSUTIL)
+    import psutil  # in the test extra: never skipped
     me = psutil.Process()
     with measure.busy_neighbours(2):
         kids = [p for p in me.children() if "while True" in " ".join(p.cmdline())]
@@ -76,7 +74,6 @@ def test_busy_neighbours_spin_while_the_block_runs_and_are_gone_after():
 
 
 def test_run_tracked_sees_a_childs_memory_and_its_log(tmp_path):
-    pytest.importorskip("psutil", reason=PSUTIL)
     # the parent starts a child that holds ~120 MiB: the tree's peak must include the child
     child = "import time; b = bytearray(120 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(0.8)"
     code = f"import subprocess, sys; print('started'); subprocess.run([sys.executable, '-c', {child!r}])"
@@ -88,7 +85,6 @@ def test_run_tracked_sees_a_childs_memory_and_its_log(tmp_path):
 
 
 def test_run_tracked_kills_a_tree_over_the_memory_limit(tmp_path):
-    pytest.importorskip("psutil", reason=PSUTIL)
     code = "import time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(30)"
     run = measure.run_tracked([sys.executable, "-c", code], tmp_path / "log.txt", interval=0.05,
                               limit_bytes=100 << 20)
@@ -176,7 +172,6 @@ def test_markdown_has_heading_machine_and_ratio_table():
 
 def test_tiny_run_end_to_end(tmp_path, monkeypatch):
     """2,000 generated passages; our ssr and bm25 modes, tantivy if installed, a peer that is missing."""
-    pytest.importorskip("psutil", reason=PSUTIL)
     peers = ["pisa"]
     try:
         import tantivy  # noqa: F401
@@ -249,7 +244,6 @@ def test_reused_collection_must_match_scale_and_query_kind(tmp_path):
 
 def test_real_collection_runs_with_its_own_queries(tmp_path):
     """A collection gathered by data_scripts/gather_short_texts.py is served with its queries.tsv."""
-    pytest.importorskip("psutil", reason=PSUTIL)
     import subprocess
     import sys
 

@@ -90,7 +90,8 @@ def oracle(doc_tokens, ids, query_tokens, k1=0.9, b=0.4, k=None):
 
 
 def bm25s_scores(doc_tokens, queries_tokens, k1=0.9, b=0.4):
-    bm25s = pytest.importorskip("bm25s", reason="bm25s (test-only peer) is not installed")
+    import bm25s  # a test-only peer in the test extra: never skipped
+
     model = bm25s.BM25(k1=k1, b=b, method="lucene", dtype="float64")
     model.index([list(t) for t in doc_tokens], show_progress=False)
     out = []
@@ -235,7 +236,6 @@ def test_idf_agrees_with_bm25s(n_docs, df):
 
 
 def test_stemming():
-    pytest.importorskip("Stemmer", reason="PyStemmer (extra 'stem') is not installed")
     assert stem_tokens(["running", "caresses", "ponies", "generalization"]) == ["run", "caress", "poni", "gener"]
     assert bm25_tokens("The Running of the PONIES", STOPWORDS_V1, stem=True) == ["run", "poni"]
     assert bm25_tokens("The Running", STOPWORDS_V1) == ["running"]
@@ -254,8 +254,6 @@ def test_stemming_without_pystemmer_is_a_clear_error(monkeypatch):
 
 @pytest.mark.parametrize("stem", [False, True])
 def test_cranfield_agrees_with_bm25s(stem, cranfield):
-    if stem:
-        pytest.importorskip("Stemmer", reason="PyStemmer (extra 'stem') is not installed")
     docs, queries = cranfield.docs, cranfield.queries
     assert len(docs) == 1400 and len(queries) == 225
     ids = [i for i, _ in docs]
@@ -298,7 +296,6 @@ def test_cranfield_built_index_agrees_with_bm25s_and_the_in_memory_index(tmp_pat
 
 
 def test_stemmed_built_index_agrees_with_bm25s(tmp_path):
-    pytest.importorskip("Stemmer", reason="PyStemmer (extra 'stem') is not installed")
     rng = random.Random(5)
     words = ["running", "runs", "runner", "connection", "connected", "connects", "generalization", "general",
              "ponies", "pony", "caresses", "cats", "cat", "relational", "relate", "the", "of"]

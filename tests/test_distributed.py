@@ -1,7 +1,10 @@
 """Sharded indexes without Ray (`ssr_engine.distributed`, runners "inline" and "processes"): the layout,
 the byte-range split, errors naming file and line, and search compared bit for bit with one index
 over the same collection (ids, scores, matches, document numbers): in one process, and as the Ray
-path computes it (each shard's `ShardWorker` arrays merged by `merge_shards`) without Ray."""
+path computes it (each shard's `ShardWorker` arrays merged by `merge_shards`) without Ray.
+
+(Over 400 lines on purpose: the layout, the split and the search tests share one set of builders and comparisons,
+`random_docs`, `compare`, `same_answers`, `shard_answers`; split, the parts would import them from each other.)"""
 
 from __future__ import annotations
 

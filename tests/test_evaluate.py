@@ -6,8 +6,9 @@ import json
 import random
 from pathlib import Path
 
+import ir_measures
 import pytest
-from conftest import IR_NAMES, ir_measures, needs_ir_measures
+from conftest import IR_NAMES
 
 from ssr_engine import build_index
 from ssr_engine.cli import main
@@ -52,7 +53,6 @@ def evaluate_cli(data: Path, method: str, index: str, *extra: str) -> tuple[int,
     return code, (json.loads(report.read_text()) if code == 0 else {}), run
 
 
-@needs_ir_measures
 @pytest.mark.parametrize("method,index", [("ssr", "ssr"), ("exhaustive", "ssr"), ("bm25", "bm25")])
 def test_report_matches_trec_eval_on_the_written_run(data, method, index, capsys):
     code, report, run_path = evaluate_cli(data, method, index)

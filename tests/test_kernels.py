@@ -363,7 +363,8 @@ def test_id_gather_serial_and_parallel_match_numpy():
 def test_fixed_width_ids_match_the_strings():
     # the one-pass table of `ids.fixed_width_ids`: every id back as it was (ragged lengths, a sliced
     # Arrow array whose offsets do not start at 0), zero padding after each; None for non-ASCII ids
-    pa = pytest.importorskip("pyarrow", reason="pyarrow reads the id column")
+    import pyarrow as pa
+
     from ssr_engine.ids import fixed_width_ids
 
     rng = np.random.default_rng(11)

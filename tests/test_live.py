@@ -1,5 +1,9 @@
 """Live indexes (`ssr_engine.live`): add, update, delete and compact, ranked exactly as a fresh build of
-the live documents; commits, readers, the writer lock and crashes."""
+the live documents; commits, readers, the writer lock and crashes.
+
+(Over 400 lines on purpose: nearly every test compares with a fresh build through the same oracle helpers
+(`assert_same_as_fresh`, `small_index`, `live_order`, `assert_compacts_to_a_fresh_build`); split by operation, the
+parts would import them from each other.)"""
 
 from __future__ import annotations
 

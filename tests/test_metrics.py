@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import random
 
+import ir_measures
 import numpy as np
 import pytest
-from conftest import IR_NAMES, ir_measures, needs_ir_measures
+from conftest import IR_NAMES
 
 from ssr_engine.eval.metrics import METRICS, evaluate_run, ndcg, query_metrics, recall, reciprocal_rank
 
@@ -46,7 +47,6 @@ def trec_eval_values(qrels, runs):
     return {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(list(IR_NAMES.values()), qrels, runs)}
 
 
-@needs_ir_measures
 @pytest.mark.parametrize("seed,graded", [(1, True), (2, True), (3, False), (4, True), (5, False)])
 def test_agrees_with_trec_eval(seed, graded):
     qrels, run, scores = random_case(seed, graded=graded)

@@ -47,26 +47,35 @@ int_ids = st.builds(lambda sign, zeros, n: sign + "0" * zeros + str(n), st.sampl
 str_ids = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=6)
 
 
+def id_lists(most: int) -> st.SearchStrategy[list[str]]:
+    """Distinct ids: mixed integers and strings, or integers only (then they sort as numbers)."""
+    return (st.lists(st.one_of(int_ids, str_ids), min_size=1, max_size=most, unique=True)
+            | st.lists(int_ids, min_size=1, max_size=most, unique=True))
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(int_ids, str_ids), min_size=1, max_size=30, unique=True)
-       | st.lists(int_ids, min_size=1, max_size=30, unique=True))
+@given(id_lists(30))
 def test_merge_compares_ids_as_the_collection_orders_them(ids):
     assert _sorted_by_kernel(ids) == [ids[i] for i in id_order(ids)]
 
 
+def utf8_ids(ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes uint8, offsets int64[n + 1]): id i is bytes[offsets[i]:offsets[i + 1]], as a live index holds them."""
+    raw = [i.encode("utf-8") for i in ids]
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    return np.frombuffer(b"".join(raw), dtype=np.uint8), offsets
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.one_of(int_ids, str_ids), min_size=1, max_size=30, unique=True)
-       | st.lists(int_ids, min_size=1, max_size=30, unique=True), st.data())
+@given(id_lists(30), st.data())
 def test_ids_as_utf8_compare_and_count_as_the_collection_orders_them(ids, data):
     """span_compare on UTF-8 bytes (the bar's ids) agrees with the order; count_below counts by it."""
     from ssr_engine.kernels.live import count_below
     from ssr_engine.kernels.merge import span_compare
 
     integer = ids_are_integers(ids)
-    raw = [i.encode("utf-8") for i in ids]
-    data_bytes = np.frombuffer(b"".join(raw), dtype=np.uint8)
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    data_bytes, offsets = utf8_ids(ids)
     ranked = id_order(ids)
     rows = sorted(range(len(ids)), key=functools.cmp_to_key(lambda a, b: span_compare(
         data_bytes, offsets[a], offsets[a + 1], data_bytes, offsets[b], offsets[b + 1], integer)))
@@ -81,8 +90,7 @@ def test_ids_as_utf8_compare_and_count_as_the_collection_orders_them(ids, data):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.one_of(int_ids, str_ids), min_size=1, max_size=40, unique=True)
-       | st.lists(int_ids, min_size=1, max_size=40, unique=True), st.data())
+@given(id_lists(40), st.data())
 def test_collection_rank_orders_every_document_by_its_id(ids, data):
     """collection_rank over parts (each in its own id order; an id may repeat in another part, as a
     deleted document's does) strictly increases with the id, and places each document after exactly
@@ -275,3 +283,29 @@ def test_two_step_merge_equals_the_one_step_merge(data):
     got_off, pos = order_candidates(sel, scores[picked], matches[picked], codes[picked], k, integer)
     assert got_off.tolist() == want_off.tolist()
     assert picked[pos].tolist() == want.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(id_lists(20), st.data())
+def test_the_two_run_walk_keeps_the_best_k_by_the_full_key_with_either_tie_test(ids, data):
+    """merge_two with ids' bytes (live segments) or rank keys (shards) deciding ties == the sorted union."""
+    from ssr_engine.kernels.merge import merge_two
+
+    integer = ids_are_integers(ids)
+    id_bytes, id_offsets = utf8_ids(ids)
+    rank = {d: r for r, d in enumerate(id_order(ids))}
+    score = {d: data.draw(st.sampled_from([1.0, 2.5])) for d in range(len(ids))}  # few values: ties decide
+    match = {d: data.draw(st.integers(1, 2)) for d in range(len(ids))}
+    order = lambda docs: sorted(docs, key=lambda d: (-score[d], -match[d], rank[d]))  # noqa: E731
+    in_a = data.draw(st.lists(st.booleans(), min_size=len(ids), max_size=len(ids)))
+    a = order([d for d in range(len(ids)) if in_a[d]])
+    b = order([d for d in range(len(ids)) if not in_a[d]])
+    k = data.draw(st.integers(0, len(ids) + 1))
+    want = order(range(len(ids)))[:k]
+    for ties, x_of in (((id_offsets, id_bytes, integer), lambda d: d), (0, lambda d: rank[d] << 32 | d)):
+        runs = [(np.array([x_of(d) for d in run], dtype=np.int64), np.array([score[d] for d in run]),
+                 np.array([match[d] for d in run], dtype=np.int32)) for run in (a, b)]
+        out = (np.empty(len(ids), np.int64), np.empty(len(ids)), np.empty(len(ids), np.int32))
+        n = merge_two(ties, *runs[0], len(a), *runs[1], len(b), k, *out)
+        assert [d & 0xFFFFFFFF for d in out[0][:n].tolist()] == want
+        assert out[1][:n].tolist() == [score[d] for d in want] and out[2][:n].tolist() == [match[d] for d in want]

@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+import pytrec_eval  # pytrec-eval-terrier, a test-only peer in the test extra: never skipped
 from conftest import load_data_script
 
 from ssr_engine import build_index
 from ssr_engine.cli import main
-
-pytrec_eval = pytest.importorskip("pytrec_eval", reason="pytrec_eval (pytrec-eval-terrier, test-only peer) missing")
 
 # our measure -> (pytrec_eval measure, depth the run is cut to before it is evaluated)
 PYTREC = {"MRR@10": ("recip_rank", 10), "R@10": ("recall_10", None), "R@20": ("recall_20", None),
@@ -101,7 +100,8 @@ def test_evaluate_equals_pytrec_eval_on_the_written_run(real, method, capsys):
 
 
 def test_ir_measures_names_through_ir_measures(real):
-    ir_measures = pytest.importorskip("ir_measures", reason="ir_measures (test-only peer) missing")
+    import ir_measures
+
     report, run_path = evaluate(real, "ssr", "--measures", "AP", "P@5", "Judged@10", "RR@10", "nDCG@20",
                                 "R@1000")
     assert report["measures"] == {"AP": "ir_measures", "P@5": "ir_measures", "Judged@10": "ir_measures",

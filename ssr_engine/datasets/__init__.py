@@ -38,7 +38,6 @@ CHECKSUMS: dict[str, dict[str, str]] = {
         "multi_tool_query_golden.json": "ef37d10a8cb5b41435d6ea3ae29819afdb8d6db0852268830e5ee77259507f51",
     },
 }
-DATASETS = tuple(CHECKSUMS)
 _ID = re.compile(r"\S+")
 
 
@@ -121,7 +120,7 @@ def write_collection(out: str | os.PathLike[str], docs: list[tuple[str, str]] | 
                      queries: list[tuple[str, str]], qrels: list[tuple[str, str, int]],
                      stats: dict[str, Any]) -> None:
     """`collection.tsv` (when docs is not None), `queries.tsv`, `qrels.tsv` (TREC) and `stats.json`
-    in `out`, each written under a `.tmp` name and renamed, after the ids are checked."""
+    in `out`, each written atomically (`atomic.write_text`), after the ids are checked."""
     out = Path(out)
     files: dict[str, str] = {}
     if docs is not None:
@@ -137,7 +136,7 @@ def write_collection(out: str | os.PathLike[str], docs: list[tuple[str, str]] | 
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path.tmp`, then rename it over `path` (readers never see half a file)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write `text` whole or not at all (`atomic.write_text`: readers never see half a file)."""
+    from ..atomic import write_text
+
+    write_text(path, text)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from ..atomic import atomic_write, write_text
 
 CRANFIELD_METRICS = ("MRR@10", "R@10", "R@100", "R@1000", "nDCG@10")
 
@@ -175,13 +176,10 @@ def figures(report: dict[str, Any], directory: Path) -> tuple[list[str], str | N
 
 
 def _save(fig: Any, path: Path) -> str:
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    os.replace(tmp, path)
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=110, bbox_inches="tight")
     return str(path)
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(report, indent=2) + "\n")

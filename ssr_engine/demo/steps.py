@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import IndexFormatError
+from ..version import __version__
 from .workdir import WorkDir
 
 Say = Callable[[str], None]

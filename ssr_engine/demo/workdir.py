@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_text
 from ..errors import SsrError
 
 LEDGER = "ssr-demo.json"
@@ -60,9 +61,7 @@ class WorkDir:
         return ledger
 
     def _write(self) -> None:
-        tmp = self.ledger_path.with_name(LEDGER + ".tmp")
-        tmp.write_text(json.dumps(self.ledger, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, self.ledger_path)
+        write_text(self.ledger_path, json.dumps(self.ledger, indent=2, sort_keys=True) + "\n")
 
     def file(self, *parts: str) -> Path:
         return self.path.joinpath(*parts)

@@ -111,28 +111,7 @@ def run_evaluation(
     skipped_qrels: list[str] | None = [] if skip_bad_lines else None
     query_map = read_queries(queries, skipped_queries)
     judgements = read_qrels(qrels, skipped_qrels)
-    from ..distributed.layout import describe, is_sharded
-    from ..format import open_index
-
-    if is_sharded(index):
-        from ..distributed.search import open_sharded
-
-        retriever = open_sharded(index, method, ray, ray_address, k1=k1, b=b)
-        index_section = describe(index)
-    else:
-        from ..live import open_snapshot
-
-        snapshot = open_snapshot(index)
-        try:
-            if snapshot.plain:
-                ix = open_index(index)
-                retriever = open_retriever(ix, method, k1=k1, b=b)
-                index_section = _index_section(ix)
-            else:  # a live index (several segments or deletions): open_retriever of the directory answers it
-                retriever = open_retriever(index, method, k1=k1, b=b)
-                index_section = {**_index_section(snapshot.indexes[0]), **_live_section(snapshot)}
-        finally:
-            snapshot.close()
+    retriever, index_section = _open(index, method, k1, b, ray, ray_address)
     tag = tag or method
     qids, texts = list(query_map), list(query_map.values())
 
@@ -183,6 +162,31 @@ def run_evaluation(
     if report_path is not None:
         write_report(report_path, report)
     return report
+
+
+def _open(index: str | os.PathLike[str], method: str, k1: float, b: float, ray: bool,
+          ray_address: str | None) -> tuple[Retriever, dict[str, Any]]:
+    """The method's searcher over a plain, live or sharded index (sharded: on Ray when asked), and the report's
+    description of the index."""
+    from ..distributed.layout import describe, is_sharded
+    from ..format import open_index
+
+    if is_sharded(index):
+        from ..distributed.search import open_sharded
+
+        return open_sharded(index, method, ray, ray_address, k1=k1, b=b), describe(index)
+    from ..live import open_snapshot
+
+    snapshot = open_snapshot(index)
+    try:
+        if snapshot.plain:
+            ix = open_index(index)
+            return open_retriever(ix, method, k1=k1, b=b), _index_section(ix)
+        # a live index (several segments or deletions): open_retriever of the directory answers it
+        return (open_retriever(index, method, k1=k1, b=b),
+                {**_index_section(snapshot.indexes[0]), **_live_section(snapshot)})
+    finally:
+        snapshot.close()
 
 
 def _checked_measures(measures: Sequence[str], run_scores: str) -> tuple[list[str], list[str]]:

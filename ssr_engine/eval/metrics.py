@@ -30,7 +30,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 METRICS = ("MRR@10", "R@10", "R@20", "R@100", "R@1000", "nDCG@10")
-RECALL_CUTOFFS = (10, 20, 100, 1000)
 
 
 def reciprocal_rank(ranked: Sequence[str], judged: Mapping[str, int], cutoff: int = 10) -> float:

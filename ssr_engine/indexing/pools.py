@@ -36,17 +36,10 @@ def pool(workers: int, name: str) -> Executor:
 @contextmanager
 def serial_if_small(items: int) -> Iterator[None]:
     """Numba's parallel kernels run on the calling thread alone while inside, when `items` < SMALL."""
-    if items >= SMALL:
-        yield
-        return
-    import numba
+    from ..retrieval import numba_threads
 
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
+    with numba_threads(1 if items < SMALL else None):
         yield
-    finally:
-        numba.set_num_threads(before)
 
 
 def serial_call(items: int, fn: Callable[..., Any], *args: Any) -> Any:

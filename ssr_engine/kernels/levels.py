@@ -506,6 +506,20 @@ def plan(n_docs, q_offsets, k, block, n_chunks, buffer):
     return threads, rows, width, k, longest, max(1, buffer, 4 * k)
 
 
+def sliced_call(threads, fn, *args):
+    """fn(*args) on `threads` Numba threads, its parallel loops handing out one iteration (a slice of queries) at a
+    time; the calling thread's thread count and chunk size are restored after. The one way the batch kernels'
+    entries (`run`, `kernels.live.search_parts`, `kernels.prune`) start a parallel call."""
+    before = nb.get_num_threads()
+    nb.set_num_threads(threads)
+    old_chunk = nb.set_parallel_chunksize(1)
+    try:
+        return fn(*args)
+    finally:
+        nb.set_parallel_chunksize(old_chunk)
+        nb.set_num_threads(before)
+
+
 def run(serial, sliced, args, threads, nq, work):
     """serial(*args) on one thread, else sliced(*args, n_slices) with slices taken one at a time; a
     corrupt posting list clears the workspace's zeroed arrays (mask, acc, cnt) and raises.
@@ -513,14 +527,7 @@ def run(serial, sliced, args, threads, nq, work):
     if threads == 1:
         *out, bad = serial(*args)
     else:
-        before = nb.get_num_threads()
-        nb.set_num_threads(threads)
-        old_chunk = nb.set_parallel_chunksize(1)
-        try:
-            *out, bad = sliced(*args, np.int64(min(nq, max(8 * threads, -(-nq // _SLICE)))))
-        finally:
-            nb.set_parallel_chunksize(old_chunk)
-            nb.set_num_threads(before)
+        *out, bad = sliced_call(threads, sliced, *args, np.int64(min(nq, max(8 * threads, -(-nq // _SLICE)))))
     if bad:
         corrupt(work)
     return tuple(out)

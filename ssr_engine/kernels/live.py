@@ -13,9 +13,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from . import levels
 from .candidates import region_offsets
 from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables, fits
-from .merge import span_compare
+from .merge import merge_two, span_compare
 from .probe import _CANDIDATES, RULE, STATS, WIDEN, ascending, search_one, workspace
 from .split import hist_level, rare_hist, rare_start
 from .ssr import _search_one
@@ -108,33 +109,6 @@ def collection_rank(orders, starts, id_offsets, id_bytes, integer):
             counts[s] += np.cumsum(np.bincount(np.concatenate(placed[s]), minlength=n + 1))[:n]
         rank[starts[s] + orders[s]] = counts[s]
     return rank
-
-
-@nb.njit(cache=True, nogil=True)
-def _merge_one(a_d, a_s, a_m, na, b_d, b_s, b_m, nb_, k, id_offsets, id_bytes, integer, o_d, o_s, o_m):
-    """The best min(na + nb_, k) of two ranked lists (collection document numbers) by the full key,
-    ids compared as the collection orders them; written to o_*; returns the count."""
-    i = 0
-    j = 0
-    n = min(na + nb_, k)
-    for o in range(n):
-        take_a = j >= nb_
-        if not take_a and i < na:
-            if a_s[i] != b_s[j]:
-                take_a = a_s[i] > b_s[j]
-            elif a_m[i] != b_m[j]:
-                take_a = a_m[i] > b_m[j]
-            else:
-                x, y = a_d[i], b_d[j]
-                take_a = span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
-                                      id_offsets[y + 1], integer) < 0
-        if take_a:
-            o_d[o], o_s[o], o_m[o] = a_d[i], a_s[i], a_m[i]
-            i += 1
-        else:
-            o_d[o], o_s[o], o_m[o] = b_d[j], b_s[j], b_m[j]
-            j += 1
-    return n
 
 
 @nb.njit(cache=True, nogil=True)
@@ -233,8 +207,7 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
                 break
             for i in range(nr):  # the part's keys to collection document numbers
                 r_d[i] = starts[s] + (r_d[i] & 0xFFFFFFFF)
-            nt = _merge_one(t_d, t_s, t_m, nt, r_d, r_s, r_m, nr, k, id_offsets, id_bytes, integer,
-                            u_d, u_s, u_m)
+            nt = merge_two((id_offsets, id_bytes, integer), t_d, t_s, t_m, nt, r_d, r_s, r_m, nr, k, u_d, u_s, u_m)
             t_d[:nt] = u_d[:nt]
             t_s[:nt] = u_s[:nt]
             t_m[:nt] = u_m[:nt]
@@ -371,7 +344,7 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     (offsets int64[Q + 1], terms int64, weights float64), each query's terms in ascending weight, weights
     the collection's. Per query, part after part, behind a bar: the k-th entry of the top k so far (its id
     turned into the part's own rank by binary search over the part's ids, as UTF-8 in
-    `id_bytes[id_offsets[g]:id_offsets[g + 1]]`), then merged into it (`_merge_one`). method "ssr":
+    `id_bytes[id_offsets[g]:id_offsets[g + 1]]`), then merged into it (`merge.merge_two`). method "ssr":
     `probe.search_one` (probing where its cost rule says it pays, else levels), "levels": levels,
     "union": the heap union `ssr._search_one` (also past MAX_TERMS terms). One parallel region for the
     batch: no Python between the parts.
@@ -428,15 +401,8 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     if threads == 1:
         got, docs, scores, matches, bad = _parts_serial(*args)
     else:
-        before = nb.get_num_threads()
-        nb.set_num_threads(threads)
-        old_chunk = nb.set_parallel_chunksize(1)
-        try:
-            got, docs, scores, matches, bad = _parts_batch(*args, np.int64(max(1, min(nq, max(8 * n_chunks,
-                                                                                                 -(-nq // _SLICE))))))
-        finally:
-            nb.set_parallel_chunksize(old_chunk)
-            nb.set_num_threads(before)
+        n_slices = np.int64(max(1, min(nq, max(8 * n_chunks, -(-nq // _SLICE)))))
+        got, docs, scores, matches, bad = levels.sliced_call(threads, _parts_batch, *args, n_slices)
     if bad.any():  # an abandoned query left the zeroed rows dirty (mask, acc, cnt)
         for a in (holder[0][0], holder[0][14], holder[0][15]):
             a[...] = 0

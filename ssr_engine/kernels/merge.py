@@ -26,6 +26,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .spans import span_compare as bytes_compare
+
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def _length(codes, i):
@@ -45,7 +47,8 @@ def id_compare(codes, i, j, integer):
 def span_compare(x, xa, xz, y, ya, yz, integer):
     """-1, 0 or 1 as the id x[xa:xz] sorts before, equal to or after the id y[ya:yz].
 
-    Ids as code points (UCS-4) or as UTF-8 bytes (whose byte order is the code point order).
+    Ids as code points (UCS-4) or as UTF-8 bytes (whose byte order is the code point order): as integers when
+    `integer`, equal values (and every id otherwise) by `spans.span_compare`'s order of their code units.
     """
     li = xz - xa
     lj = yz - ya
@@ -77,14 +80,73 @@ def span_compare(x, xa, xz, y, ya, yz, integer):
         if c != 0:
             return -c if neg_i else c
         # equal values: by their strings, as scoring.id_order does
-    for p in range(min(li, lj)):
-        a = x[xa + p]
-        b = y[ya + p]
-        if a != b:
-            return -1 if a < b else 1
-    if li != lj:
-        return -1 if li < lj else 1
-    return 0
+    return bytes_compare(x, xa, li, y, ya, lj)
+
+
+def tie_before(ties, x, y):
+    """`merge_two`'s tie test: True when row x ranks before row y (they tie on score and matches).
+
+    `ties` says what x and y are, and Numba picks the test by its TYPE when a kernel compiles (as
+    `packed.at` picks a reader): an integer (0): keys rank << 32 | document (distinct), the smaller first
+    (shards, whose ranks are the collection's); `(id_offsets, id_bytes, integer)`: collection document
+    numbers, document d's id being id_bytes[id_offsets[d]:id_offsets[d + 1]], compared by `span_compare`
+    (live segments). (A jitted function passed as an argument, pynndescent's way, was tried first: a caller
+    passing one that reads arrays could not be cached by Numba, "dynamic globals".)
+    """
+    if isinstance(ties, tuple):
+        id_offsets, id_bytes, integer = ties
+        return span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
+                               id_offsets[y + 1], integer) < 0
+    return x < y
+
+
+@nb.extending.overload(tie_before, inline="always")
+def _tie_before(ties, x, y):
+    if isinstance(ties, nb.types.Integer):
+        return lambda ties, x, y: x < y
+
+    def by_id(ties, x, y):
+        id_offsets, id_bytes, integer = ties
+        return span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
+                               id_offsets[y + 1], integer) < 0
+
+    return by_id
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_two(ties, a_x, a_s, a_m, na, b_x, b_s, b_m, nb_, k, o_x, o_s, o_m):
+    """The best min(na + nb_, k) rows of two ranked runs by the full key, written to o_*; returns the count.
+
+    The one two-run merge walk of a running top k (a live index's segments, a group of shards): rows go by
+    score desc, then matches desc, then `tie_before(ties, a_x[i], b_x[j])` (each caller's own order of x).
+
+    Parameters
+    ----------
+    ties : 0 (x are rank keys) or (id_offsets int64, id_bytes uint8, integer bool) (x are document numbers);
+        see `tie_before`
+    a_x, a_s, a_m : int64, float64, int32 ndarrays, shape (>= na,): run a in rank order (x, scores,
+        matches); b alike with nb_ rows
+    k : int, >= 0
+    o_x, o_s, o_m : ndarrays, shape (>= min(na + nb_, k),), the output (neither run)
+    """
+    n = min(na + nb_, k)
+    i = j = 0
+    for o in range(n):
+        take_a = j >= nb_
+        if not take_a and i < na:
+            if a_s[i] != b_s[j]:
+                take_a = a_s[i] > b_s[j]
+            elif a_m[i] != b_m[j]:
+                take_a = a_m[i] > b_m[j]
+            else:
+                take_a = tie_before(ties, a_x[i], b_x[j])
+        if take_a:
+            o_x[o], o_s[o], o_m[o] = a_x[i], a_s[i], a_m[i]
+            i += 1
+        else:
+            o_x[o], o_s[o], o_m[o] = b_x[j], b_s[j], b_m[j]
+            j += 1
+    return n
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from . import levels
 from .candidates import CorruptIndexData, region_offsets
 from .packed import at, contains
 from .ssr import DEFAULT_BLOCK, _search_one
@@ -339,16 +340,10 @@ def search_batch(indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weights, 
     if work is None or work[0].shape[1] != width or work[0].shape[0] < int(nb.config.NUMBA_NUM_THREADS):
         work = workspace(width)
     acc, cnt, mask, touched = work
-    before = nb.get_num_threads()
-    nb.set_num_threads(n_threads)
-    old_chunk = nb.set_parallel_chunksize(1)
-    try:
-        *out, bad = _search_par(indptr, docs, doc_rank, np.int64(n_docs), q_offsets, q_terms, q_weights,
-                                np.int64(0 if k is None else k), np.int64(prune_from if method == "maxscore" else -1),
-                                np.int64(n_slices), acc, cnt, mask, touched)
-    finally:
-        nb.set_parallel_chunksize(old_chunk)
-        nb.set_num_threads(before)
+    *out, bad = levels.sliced_call(n_threads, _search_par, indptr, docs, doc_rank, np.int64(n_docs), q_offsets,
+                                   q_terms, q_weights, np.int64(0 if k is None else k),
+                                   np.int64(prune_from if method == "maxscore" else -1), np.int64(n_slices), acc, cnt,
+                                   mask, touched)
     if bad:
         for a in work:  # the workspace outlives this call: leave it clean
             a[...] = 0

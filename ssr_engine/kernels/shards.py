@@ -11,7 +11,8 @@ import numpy as np
 
 from . import probe
 from .levels import _EVERY_DOC
-from .topk import heap_arrays, ranks_after
+from .merge import merge_two
+from .topk import heap_arrays
 
 _DOC = 0xFFFFFFFF  # a key's low half: the collection document number (`search_group`'s keys)
 
@@ -41,25 +42,6 @@ def match_sorted(a, b):
         if b[j] == v:
             out[i] = j
     return out
-
-
-
-
-@nb.njit(cache=True, nogil=True)
-def _merge_keys(a_s, a_m, a_k, na, b_s, b_m, b_k, nb_, k, o_s, o_m, o_k):
-    """Two ranked runs (scores, matches, keys; keys distinct) merged into their first k by the full key
-    into o_*; returns the count. (`kernels.live._merge_one` is the same walk for live segments, which have
-    no collection ranks: its ties compare ids' bytes, here a key's rank half: one integer comparison.)"""
-    n = min(na + nb_, k)
-    i = j = 0
-    for o in range(n):
-        if j >= nb_ or (i < na and ranks_after(b_s[j], b_m[j], b_k[j], a_s[i], a_m[i], a_k[i])):
-            o_s[o], o_m[o], o_k[o] = a_s[i], a_m[i], a_k[i]
-            i += 1
-        else:
-            o_s[o], o_m[o], o_k[o] = b_s[j], b_m[j], b_k[j]
-            j += 1
-    return n
 
 
 @nb.njit(cache=True, nogil=True)
@@ -139,7 +121,7 @@ def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, 
                 break
             for i in range(nr):  # the shard's keys: its document number to the collection's
                 r_k[i] = (r_k[i] & ~np.int64(_DOC)) | (bases[s] + (r_k[i] & _DOC))
-            nt = _merge_keys(t_s, t_m, t_k, nt, r_s, r_m, r_k, nr, k, u_s, u_m, u_k)
+            nt = merge_two(0, t_k, t_s, t_m, nt, r_k, r_s, r_m, nr, k, u_k, u_s, u_m)
             t_s, u_s = u_s, t_s
             t_m, u_m = u_m, t_m
             t_k, u_k = u_k, t_k
