@@ -83,6 +83,7 @@ def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0,
     """
     first_line = 1
     pending = b""
+    lines = 0  # newlines in pending (each block counted once as it comes, not all of pending per read)
     eof = False
     at_start = span is None or span[0] == 0
     stream, raw = open_input(path)
@@ -91,15 +92,15 @@ def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0,
         raw.seek(span[0])
     with raw, stream as f:
         while True:
-            while not eof and pending.count(b"\n") < chunk_docs + skip_lines:
+            while not eof and lines < chunk_docs + skip_lines:
                 try:
                     block = f.read(READ_BLOCK if left < 0 else min(READ_BLOCK, left))
                     left -= len(block) if left > 0 else 0
                 except DECOMPRESS_ERRORS as exc:
-                    raise InputError(path, first_line + pending.count(b"\n"),
-                                     f"cannot decompress ({exc})") from None
+                    raise InputError(path, first_line + lines, f"cannot decompress ({exc})") from None
                 if block:
                     pending += block
+                    lines += block.count(b"\n")
                 else:
                     eof = True
                 if at_start and (len(pending) >= len(BOM) or eof):
@@ -109,6 +110,7 @@ def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0,
             while skip_lines and pending:
                 cut = pending.find(b"\n")
                 pending = pending[cut + 1 :] if cut >= 0 else b""
+                lines = lines - 1 if cut >= 0 else 0
                 first_line += 1
                 skip_lines -= 1
             if not pending:
@@ -123,8 +125,9 @@ def _complete_line_blocks(path: Path, chunk_docs: int, skip_lines: int = 0,
                 body, pending = pending, b""
             else:
                 body, pending = pending[:start], pending[start:]
+            lines -= n  # the body's newlines
             yield body, first_line, raw.tell()
-            first_line += body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
+            first_line += n + (0 if body.endswith(b"\n") else 1)
 
 
 def _utf8_bad_lines(raw: bytes, line_starts: np.ndarray) -> dict[int, str]:
@@ -154,39 +157,29 @@ def _fail_or_record(path: Path, line: int, reason: str, skip: bool, bad: list[Ba
 def read_tsv(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, header: bool = False,
              span: tuple[int, int] | None = None) -> Iterator[Chunk]:
     """MS MARCO form: `id<TAB>text` per line (a further tab belongs to the text); `header`: skip line 1."""
+    from .kernels.lines import CHECK_ID, EMPTY_ID, NO_TAB, joined, tsv_lines  # Numba: imported when read
+
     path = Path(path)
     for raw, first_line, pos in _complete_line_blocks(path, chunk_docs, 1 if header else 0, span):
         arr = np.frombuffer(raw, dtype=np.uint8)
-        newlines = np.flatnonzero(arr == 10)
-        ends = newlines if raw.endswith(b"\n") else np.append(newlines, len(raw))
-        starts = np.empty_like(ends)
-        starts[0] = 0
-        starts[1:] = ends[:-1] + 1
-        ends = ends - ((ends > starts) & (arr[np.maximum(ends - 1, 0)] == 13))  # CRLF
-        tabs = np.append(np.flatnonzero(arr == 9), len(raw))  # a sentinel: a block may hold no tab at all
-        first_tab = tabs[np.searchsorted(tabs, starts)]
-        no_tab = first_tab >= ends
-        ok = ~no_tab & (first_tab > starts)
+        starts, ends, first_tab, flags, ascii_only = tsv_lines(arr)
         problems: dict[int, str] = {}
-        if not ok.all():
-            for i in np.flatnonzero(~ok).tolist():
-                problems[i] = "no tab between id and text" if no_tab[i] else "empty id"
-        problems.update({k: v for k, v in _utf8_bad_lines(raw, starts).items() if k not in problems})
+        for i in np.flatnonzero((flags == NO_TAB) | (flags == EMPTY_ID)).tolist():
+            problems[i] = "no tab between id and text" if flags[i] == NO_TAB else "empty id"
+        if not ascii_only:
+            problems.update({k: v for k, v in _utf8_bad_lines(raw, starts).items() if k not in problems})
+        for i in np.flatnonzero(flags == CHECK_ID).tolist():  # the other ids hold no whitespace
+            if i not in problems:
+                doc_id = raw[int(starts[i]) : int(first_tab[i])].decode("utf-8")
+                if any(c.isspace() for c in doc_id):
+                    problems[i] = f"document id {doc_id!r} contains whitespace"
         bad: list[BadLine] = []
         keep = np.ones(starts.shape[0], dtype=bool)
-        for i in sorted(problems):
+        for i in sorted(problems):  # the first bad line is the one reported
             _fail_or_record(path, first_line + i, problems[i], skip_bad_lines, bad)
             keep[i] = False
-        ids = []
-        s_list, t_list = starts.tolist(), first_tab.tolist()
-        for i in np.flatnonzero(keep).tolist():
-            doc_id = raw[s_list[i] : t_list[i]].decode("utf-8")
-            if doc_id != doc_id.strip() or any(c.isspace() for c in doc_id):
-                reason = f"document id {doc_id!r} contains whitespace"
-                _fail_or_record(path, first_line + i, reason, skip_bad_lines, bad)
-                keep[i] = False
-                continue
-            ids.append(doc_id)
+        # every id in one decode: the ids' bytes joined by newlines (which no id holds), split
+        ids = joined(arr, starts, first_tab, np.flatnonzero(keep)).tobytes().decode("utf-8").split("\n")[:-1]
         kept = np.flatnonzero(keep)
         n = kept.shape[0]
         yield Chunk(

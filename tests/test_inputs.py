@@ -204,3 +204,63 @@ def test_show_text_needs_a_store(docs, tmp_path, capsys):
     idx = build_index(docs[:50], tmp_path / "idx", quiet=True, workers=1)
     assert main(["search", "--index", str(idx), "--show-text", "flow"]) == 2
     assert "--store-text" in capsys.readouterr().err
+
+
+def _tsv_by_the_rules(raw: bytes) -> tuple[list[tuple[int, str, str]], dict[int, str]]:
+    """MS MARCO TSV read line by line in Python (the rules `corpus.read_tsv` implements with a kernel):
+    (line, id, text) of each good line, and each bad line's reason."""
+    good, bad = [], {}
+    lines = raw.split(b"\n")
+    for number, line in enumerate(lines[:-1] if raw.endswith(b"\n") else lines, start=1):
+        line = line[:-1] if line.endswith(b"\r") else line
+        if b"\t" not in line:
+            bad[number] = "no tab"
+            continue
+        raw_id, _, body = line.partition(b"\t")
+        if not raw_id:
+            bad[number] = "empty id"
+            continue
+        try:
+            doc_id, text = raw_id.decode("utf-8"), body.decode("utf-8")
+        except UnicodeDecodeError:
+            bad[number] = "invalid UTF-8"
+            continue
+        if any(c.isspace() for c in doc_id):
+            bad[number] = "whitespace"
+            continue
+        good.append((number, doc_id, text))
+    return good, bad
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tsv_lines_follow_the_rules(tmp_path, seed):
+    """Ids with every kind of whitespace (ASCII, \\x1c, U+00A0, U+3000), non-ASCII ids, CR before the
+    newline or alone, missing tabs, empty ids, bad UTF-8, no final newline: read in small chunks."""
+    from ssr_engine.corpus import read_tsv
+
+    rng = np.random.default_rng(seed)
+    pieces = [b"a", b"7", b"\xc3\xa9", b" ", b"\r", b"\x0b", b"\x1c", b"\xc2\xa0", b"\xe3\x80\x80", b"\xff", b"\t"]
+    rows = []
+    for _ in range(300):
+        doc_id = b"".join(pieces[k] for k in rng.choice(len(pieces) - 1, size=rng.integers(0, 4),
+                                                        p=[0.3, 0.3, 0.1] + [0.3 / 7] * 7))
+        text = b"".join(pieces[k] for k in rng.integers(0, len(pieces), size=rng.integers(0, 6)))
+        tab = b"\t" if rng.random() > 0.05 else b""
+        rows.append(doc_id + tab + text + (b"\r" if rng.random() < 0.2 else b""))
+    raw = b"\n".join(rows) + (b"\n" if seed % 2 else b"")
+    path = tmp_path / "c.tsv"
+    path.write_bytes(raw)
+    good, bad = _tsv_by_the_rules(raw)
+    got_good, got_bad = [], {}
+    for chunk in read_tsv(path, chunk_docs=7, skip_bad_lines=True):
+        got_bad.update({b.line: b.reason for b in chunk.bad})
+        for d, doc_id in enumerate(chunk.ids):
+            v = int(chunk.doc_values[d])
+            text = chunk.data[chunk.value_starts[v] : chunk.value_ends[v]].tobytes().decode("utf-8")
+            got_good.append((int(chunk.lines[d]), doc_id, text))
+    assert got_good == good
+    assert sorted(got_bad) == sorted(bad)
+    assert all(bad[line].lower() in got_bad[line].lower() for line in bad)
+    first_bad = min(bad)
+    with pytest.raises(InputError, match=rf"c\.tsv:{first_bad}: "):
+        list(read_tsv(path, chunk_docs=7))

@@ -250,8 +250,23 @@ def test_spans_equal():
     assert out.tolist() == [True, True, False, False]
 
 
+def test_span_equal_sees_a_difference_at_every_byte():
+    """Spans of 0-40 bytes (one masked word, words with an overlapping last one), at the array's end or not:
+    one byte changed anywhere makes them differ."""
+    base = np.random.default_rng(1).integers(0, 256, 40).astype(np.uint8)
+    for n in range(41):
+        for changed in [None, *range(n)]:
+            other = base[:n].copy()
+            if changed is not None:
+                other[changed] ^= 1 << (changed % 8)
+            data = np.concatenate([base[:n], other, base[:n]])  # the last span ends the array
+            offsets = np.array([0, n, 2 * n, 3 * n])
+            out = spans.spans_equal(data, offsets, np.array([0, 2, 0]), data, offsets, np.array([1, 1, 2]))
+            assert out.tolist() == [changed is None, changed is None, True], (n, changed)
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.binary(max_size=6), min_size=1, max_size=12))
+@given(st.lists(st.binary(max_size=20), min_size=1, max_size=12))
 def test_span_helpers_agree_with_python_bytes(words):
     data = np.frombuffer(b"".join(words) or b"\0", dtype=np.uint8)
     offsets = np.zeros(len(words) + 1, dtype=np.int64)

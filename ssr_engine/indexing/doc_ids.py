@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ..corpus import BadLine, Chunk, select_docs
 from ..errors import InputError
 from ..format import save_array
-from ..hashing import hash_spans
+from ..hashing import hash_ranges, hash_spans
 from ..ids import INTEGER_ID, id_order
 
 
@@ -46,20 +46,18 @@ class DocIdTable:
             raise RuntimeError("DocIdTable.add after seal: the duplicate check's tables are gone")
         if chunk.n_docs == 0:
             return chunk
-        encoded = [i.encode("utf-8") for i in chunk.ids]
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=offsets[1:])
-        raw = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        hashes = hash_spans(raw, offsets, np.uint64(0), np.uint64(2**64 - 1))
+        hashes = _id_hashes(chunk.ids)
         keep = np.ones(chunk.n_docs, dtype=bool)
-        # candidates: hash seen before, or repeated inside the chunk
-        hit_before = np.zeros(chunk.n_docs, dtype=bool)
+        # candidates: hash seen before, or repeated inside the chunk (not its first occurrence); looked up
+        # in hash order (the searches then walk the runs in order, not at random)
+        order = np.argsort(hashes, kind="stable")
+        ordered = hashes[order]
+        candidate = np.zeros(chunk.n_docs, dtype=bool)
+        candidate[order[1:][ordered[1:] == ordered[:-1]]] = True
         for seen_hash, _ in self.runs:
-            pos = np.minimum(np.searchsorted(seen_hash, hashes), seen_hash.shape[0] - 1)
-            hit_before |= seen_hash[pos] == hashes
-        _, first_idx, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-        repeated = first_idx[inverse] != np.arange(chunk.n_docs)
-        for i in np.flatnonzero(hit_before | repeated).tolist():
+            pos = np.minimum(np.searchsorted(seen_hash, ordered), seen_hash.shape[0] - 1)
+            candidate[order[seen_hash[pos] == ordered]] = True
+        for i in np.flatnonzero(candidate).tolist():
             earlier = self._earlier_line(chunk, i, hashes)
             if earlier is None:
                 continue  # same hash, different id
@@ -68,10 +66,12 @@ class DocIdTable:
                 raise InputError(self.path, int(chunk.lines[i]), message)
             bad.append(BadLine(int(chunk.lines[i]), message))
             keep[i] = False
-        chunk = select_docs(chunk, keep)
-        hashes = hashes[keep]
-        order = np.argsort(hashes, kind="stable")
-        self.runs.append((hashes[order], self.n + order.astype(np.int64)))
+        if not keep.all():
+            chunk = select_docs(chunk, keep)
+            hashes = hashes[keep]
+            order = np.argsort(hashes, kind="stable")
+            ordered = hashes[order]
+        self.runs.append((ordered, self.n + order.astype(np.int64)))
         while len(self.runs) > 1 and self.runs[-2][0].shape[0] <= 2 * self.runs[-1][0].shape[0]:
             (h1, d1), (h2, d2) = self.runs.pop(-2), self.runs.pop()
             merged = np.concatenate([h1, h2])
@@ -109,6 +109,20 @@ class DocIdTable:
         """Write doc_ids.parquet and doc_rank.npy; returns the id settings for the manifest, and the ids."""
         ids = pa.chunked_array(self.chunks, type=pa.string()).combine_chunks()
         return write_id_files(out_dir, ids), ids
+
+
+def _id_hashes(ids: list[str]) -> np.ndarray:
+    """uint64[len(ids)]: each id's UTF-8 bytes hashed (seed 0, 64 bits)."""
+    raw = np.frombuffer("\n".join(ids).encode("utf-8"), dtype=np.uint8)
+    cuts = np.flatnonzero(raw == 10)  # one encode for all (a TSV id holds no newline)
+    if cuts.shape[0] == len(ids) - 1:
+        starts = np.concatenate([np.zeros(1, dtype=np.int64), cuts + 1])
+        ends = np.append(cuts, raw.shape[0])
+        return hash_ranges(raw, starts, ends, np.uint64(0), np.uint64(2**64 - 1))
+    encoded = [i.encode("utf-8") for i in ids]  # an id with a newline (JSONL, Python): one at a time
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return hash_spans(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, np.uint64(0), np.uint64(2**64 - 1))
 
 
 def write_id_files(out_dir: Path, ids: pa.Array) -> dict[str, Any]:

@@ -1,23 +1,57 @@
 """Byte spans: the comparisons and gathers every kernel uses on (data uint8, offsets int64) strings.
 
 A span is data[a:b]; a set of spans is (data, offsets) with span i = data[offsets[i]:offsets[i + 1]].
+
+Numba's cache keys a compiled kernel on its own file only: a kernel elsewhere that inlines a function of
+this module keeps its cached copy until its own file changes (or the cache is cleared).
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
+
+
+@nb.extending.intrinsic
+def load_u64(typingctx, data, byte):
+    """The little-endian uint64 at byte offset `byte` of a contiguous uint8 array, whatever its alignment:
+    one load (the caller keeps byte + 8 within the array)."""
+    if not (isinstance(data, types.Array) and data.dtype == types.uint8 and data.layout == "C"):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr = context.make_array(signature.args[0])(context, builder, args[0]).data
+        u64p = context.get_value_type(types.uint64).as_pointer()
+        return builder.load(builder.bitcast(builder.gep(ptr, [args[1]]), u64p), align=1)
+
+    return types.uint64(data, byte), codegen
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def span_equal(a_data, a0, a1, b_data, b0, b1):
-    """a_data[a0:a1] == b_data[b0:b1], byte for byte."""
-    if a1 - a0 != b1 - b0:
+    """a_data[a0:a1] == b_data[b0:b1], byte for byte.
+
+    Compared eight bytes a load (`load_u64`): a span of up to 8 bytes in one masked load when 8 bytes
+    from its start lie inside both arrays, a longer one word by word, its last word overlapping the one
+    before. A byte loop mispredicted its exit on every span: 3x slower on the build's collision check."""
+    n = a1 - a0
+    if n != b1 - b0:
         return False
-    for i in range(a1 - a0):
-        if a_data[a0 + i] != b_data[b0 + i]:
+    if n <= 8:
+        if n > 0 and a0 + 8 <= a_data.shape[0] and b0 + 8 <= b_data.shape[0]:
+            low = ~np.uint64(0) >> np.uint64(64 - 8 * n)  # the span's bytes (little-endian: the low ones)
+            return ((load_u64(a_data, a0) ^ load_u64(b_data, b0)) & low) == 0
+        for i in range(n):
+            if a_data[a0 + i] != b_data[b0 + i]:
+                return False
+        return True
+    i = 0
+    while i + 8 < n:
+        if load_u64(a_data, a0 + i) != load_u64(b_data, b0 + i):
             return False
-    return True
+        i += 8
+    return load_u64(a_data, a1 - 8) == load_u64(b_data, b1 - 8)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
