@@ -1,7 +1,7 @@
 """Live indexes: add, update and delete documents without a rebuild, ranked exactly as a rebuild would.
 
 A live index is an ordinary index directory (`generations`) whose commit point lists several segments, each
-with an optional deletion file and an id table (`live_files`). Reading one is `live_search` (`open_snapshot`,
+with an optional deletion file and its ids to look up (`live_files`). Reading one is `live_search` (`open_snapshot`,
 `LiveSearcher`, `open_search`; re-exported here, the one door of layer 3). This module writes: adding (then
 merging, `live_merges`), deleting, compacting. Writers (`LiveIndex.add`, `delete`, `compact`, `ssr add|delete|
 compact`) take the writer lock, stage their files, publish one new commit point: a crash leaves the last intact.
@@ -21,19 +21,17 @@ import numpy as np
 
 from .errors import InputError, SsrError
 from .format import Manifest, resolve_index
-from .generations import (
-    READERS,
-    Commit,
-    IndexWriter,
-)
+from .generations import READERS, Commit, IndexWriter
 from .inputs import CHUNK_DOCS
 from .live_compact import compact_segment
 from .live_files import (
     DELETES_PREFIX,
     IdTable,
+    SortedIds,
+    Wanted,
     add_deletions,
-    ensure_id_table,
-    id_hashes,
+    segment_ids,
+    wanted_ids,
     write_deletes,
 )
 from .live_merges import merge_once
@@ -77,7 +75,7 @@ class LiveIndex:
         self.workers = workers or os.cpu_count() or 1
         self.chunk_docs = chunk_docs
         self._last: Snapshot | None = None  # segments are immutable: the next call reuses them
-        self._ids: dict[tuple[str, str], IdTable] = {}  # (segment, manifest sha256) -> its id table, likewise
+        self._ids: dict[tuple[str, str], IdTable | SortedIds] = {}  # (segment, manifest sha256) -> its ids, likewise
 
     def share(self, snapshot: Snapshot) -> None:
         """Reuse the segments a reader of this index holds open (`snapshot`, which stays the reader's):
@@ -190,13 +188,14 @@ class LiveIndex:
         if replaces is not None:
             refs, replaced = _replacing(self.root, snap, replaces, n_new), 0
         else:
-            encoded, hashes = table.encoded()
-            hits = self._find(snap, hashes, encoded)
+            wanted = table.every_id()
+            hits = self._find(snap, wanted)
             replaced = sum(len(d) for d in hits.values())
             if replaced and not upsert:
                 seg, docs_found = next(iter(hits.items()))
-                pos = _position_of(snap, seg, int(docs_found[0]), hashes, encoded)
-                raise InputError(label, None, f"document id {encoded[pos].decode('utf-8', 'surrogatepass')!r} "
+                taken = self._ids[_key(snap, seg)].id_bytes(int(docs_found[0]))
+                pos = wanted.encoded.index(taken)
+                raise InputError(label, None, f"document id {taken.decode('utf-8', 'surrogatepass')!r} "
                                  f"(document {pos + 1} of the input) is already in the index; use --upsert to "
                                  f"replace it ({replaced} ids in all)")
             refs = self._with_deletions(writer, snap, hits, adding=True)
@@ -226,12 +225,11 @@ class LiveIndex:
                 continue
             seen.add(i)
             wanted.append(i)
-        encoded = [i.encode("utf-8", "surrogatepass") for i in wanted]
-        hashes = id_hashes(encoded)
+        asked = wanted_ids([i.encode("utf-8", "surrogatepass") for i in wanted])
         with IndexWriter(self.root, append=True) as writer:
             snap = self._snapshot()
             try:
-                hits, found = self._find(snap, hashes, encoded, with_positions=True)
+                hits, found = self._find(snap, asked, with_positions=True)
                 deleted = sum(len(d) for d in hits.values())
                 generation = snap.generation
                 if deleted:
@@ -289,17 +287,17 @@ class LiveIndex:
 
     # ------------------------------------------------------------------- helpers
 
-    def _find(self, snap: Snapshot, hashes: np.ndarray, encoded: list[bytes], with_positions: bool = False):
+    def _find(self, snap: Snapshot, wanted: Wanted, with_positions: bool = False):
         """Live documents with these ids: {segment position: docs}, and (optionally) which ids were found."""
-        found = np.zeros(len(encoded), dtype=bool)
+        found = np.zeros(len(wanted.encoded), dtype=bool)
         hits: dict[int, np.ndarray] = {}
-        keys = [(ref.name, ref.manifest_sha256) for ref in snap.commit.segments]
+        keys = [_key(snap, s) for s in range(len(snap.indexes))]
         self._ids = {key: t for key, t in self._ids.items() if key in keys}
         for s, (ix, d) in enumerate(zip(snap.indexes, snap.deletions, strict=True)):
             table = self._ids.get(keys[s])
             if table is None:
-                table = self._ids[keys[s]] = ensure_id_table(ix.path, ix)
-            docs = table.lookup(hashes, encoded)
+                table = self._ids[keys[s]] = segment_ids(ix.path, ix)
+            docs = table.lookup(wanted)
             live = docs >= 0
             if d is not None:
                 live[live] = ~d.mask[docs[live]]
@@ -361,12 +359,10 @@ def _replacing(root: Path, snap: Snapshot, replaces: dict[str, str | None], n_do
             for ix, ref in zip(snap.indexes, snap.commit.segments, strict=True) if ref.name not in replaces]
 
 
-def _position_of(snap: Snapshot, seg: int, doc: int, hashes: np.ndarray, encoded: list[bytes]) -> int:
-    """The input position of the new document whose id is segment `seg`'s document `doc`."""
-    table = IdTable(snap.indexes[seg].path, snap.indexes[seg].n_docs)
-    a, b = int(table.offsets[doc]), int(table.offsets[doc + 1])
-    target = table.bytes[a:b].tobytes()
-    return encoded.index(target)
+def _key(snap: Snapshot, s: int) -> tuple[str, str]:
+    """What `LiveIndex._ids` knows segment `s` of `snap` by (segments are immutable)."""
+    ref = snap.commit.segments[s]
+    return ref.name, ref.manifest_sha256
 
 
 def _commit(writer: IndexWriter, refs: list[tuple[Path, int, str | None, str | None]]) -> Commit:

@@ -7,9 +7,10 @@
                            the commit point; a segment is never rewritten, a new file replaces it.
     seg-M/live-ids.*.npy   the segment's ids for look-ups by a writer: `hash` (uint64[N], sorted
                            fnv1a64 of the UTF-8 id), `doc` (uint32[N], the document of each hash),
-                           `offsets` (int64[N + 1]) and `bytes` (uint8) the ids themselves. Listed in
-                           the manifest of segments made here; made once, on the first write, for a
-                           segment made by `build_index` (a derived table; its sizes are checked).
+                           `offsets` (int64[N + 1]) and `bytes` (uint8) the ids themselves. Written
+                           with the segments made here (`add`, `compact`, merges). A segment made by
+                           `build_index` has none: its ids are found by binary search in its id
+                           order (`SortedIds`, its doc_ids.parquet and doc_rank), no file written.
 
 Readers (`live_search`) read the deletion files; writers (`live`) write both.
 """
@@ -126,6 +127,25 @@ def add_deletions(index: Index, old: Deletions | None, docs: np.ndarray) -> Dele
 # ------------------------------------------------------------------------------- id tables
 
 
+@dataclass
+class Wanted:
+    """Ids to find: UTF-8 bytes, their hashes (as the id tables hold them) and the same bytes as spans."""
+
+    encoded: list[bytes]
+    hashes: np.ndarray  # uint64[M]
+    offsets: np.ndarray  # int64[M + 1]
+    data: np.ndarray  # uint8
+
+
+def wanted_ids(encoded: list[bytes]) -> Wanted:
+    from .hashing import hash_spans
+
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    raw = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    return Wanted(encoded, hash_spans(raw, offsets, np.uint64(0), np.uint64(2**64 - 1)), offsets, raw)
+
+
 class IdTable:
     """A segment's ids, looked up by hash (memory-mapped `live-ids.*.npy`)."""
 
@@ -144,15 +164,21 @@ class IdTable:
                 or int(self.offsets[-1]) != self.bytes.shape[0]):
             raise IndexFormatError(f"{segment}: id table sizes differ from the segment's {n_docs} documents")
 
-    def encoded(self) -> tuple[list[bytes], np.ndarray]:
-        """Every id as UTF-8 bytes, row = document, and their hashes (as `id_hashes` gives them)."""
-        offsets, data = np.asarray(self.offsets), np.asarray(self.bytes).tobytes()
+    def every_id(self) -> Wanted:
+        """Every id of the segment, row = document (a new segment's ids, looked up in the others)."""
+        offsets, data = np.asarray(self.offsets), np.asarray(self.bytes)
+        raw = data.tobytes()
         hashes = np.empty(self.hash.shape[0], dtype=np.uint64)
         hashes[np.asarray(self.doc)] = self.hash
-        return [data[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)], hashes
+        encoded = [raw[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+        return Wanted(encoded, hashes, offsets, data)
 
-    def lookup(self, hashes: np.ndarray, encoded: list[bytes]) -> np.ndarray:
-        """The document of each id (-1: not in this segment). `hashes` from `id_hashes(encoded)`."""
+    def id_bytes(self, doc: int) -> bytes:
+        return self.bytes[int(self.offsets[doc]) : int(self.offsets[doc + 1])].tobytes()
+
+    def lookup(self, wanted: Wanted) -> np.ndarray:
+        """The document of each wanted id (-1: not in this segment)."""
+        hashes, encoded = wanted.hashes, wanted.encoded
         found = np.full(len(encoded), -1, dtype=np.int64)
         n = self.hash.shape[0]
         if n == 0 or not encoded:
@@ -164,20 +190,50 @@ class IdTable:
                 d = int(self.doc[j])
                 if not 0 <= d < n:
                     raise IndexFormatError("id table: a document number out of range (corrupt)")
-                a, b = int(self.offsets[d]), int(self.offsets[d + 1])
-                if self.bytes[a:b].tobytes() == encoded[i]:
+                if self.id_bytes(d) == encoded[i]:
                     found[i] = d
                     break
         return found
 
 
-def id_hashes(encoded: list[bytes]) -> np.ndarray:
-    from .hashing import hash_spans
+class SortedIds:
+    """A segment's ids found by binary search in its id order (`kernels/id_lookup.find_sorted`) over its
+    doc_ids.parquet, read once: no table is written. A built segment has no `live-ids` table, and making
+    one on the first change cost 6-8 s at 8.8M ids (a 64-bit sort of their hashes, 227 MB written and
+    fsynced); reading the ids costs about 0.55 s there."""
 
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    raw = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    return hash_spans(raw, offsets, np.uint64(0), np.uint64(2**64 - 1))
+    def __init__(self, index: Index):
+        import pyarrow as pa
+
+        ids = index.doc_id_array()
+        n = index.n_docs
+        wide = pa.types.is_large_string(ids.type)  # doc_id_array gives string's int32 offsets
+        self.offsets = np.frombuffer(ids.buffers()[1], dtype=np.int64 if wide else np.int32)[
+            ids.offset : ids.offset + n + 1]
+        self.data = np.frombuffer(ids.buffers()[2], dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
+        self.integer = index.manifest.ids.get("order") == "integer"
+        self.identity = index.manifest.ids.get("rank") == "identity"
+        self.by_rank = np.zeros(0, dtype=np.uint32)
+        if not self.identity:
+            rank = np.asarray(index.doc_rank)
+            if rank.shape[0] != n or (n and int(rank.max()) >= n):
+                raise IndexFormatError(f"{index.path}: doc_rank out of range (corrupt)")
+            by_rank = np.zeros(n, dtype=np.uint32)
+            by_rank[rank] = np.arange(n, dtype=np.uint32)
+            if not np.array_equal(rank[by_rank], np.arange(n)):  # every rank taken: a permutation
+                raise IndexFormatError(f"{index.path}: doc_rank is not a permutation (corrupt)")
+            self.by_rank = by_rank
+        self._ids = ids  # owns the buffers viewed above
+
+    def id_bytes(self, doc: int) -> bytes:
+        return self.data[int(self.offsets[doc]) : int(self.offsets[doc + 1])].tobytes()
+
+    def lookup(self, wanted: Wanted) -> np.ndarray:
+        """The document of each wanted id (-1: not in this segment)."""
+        from .kernels.id_lookup import find_sorted
+
+        return find_sorted(self.offsets, self.data, self.by_rank, self.identity, wanted.offsets, wanted.data,
+                           self.integer)
 
 
 def write_id_table(segment: Path, ids: Any, staged: bool = True) -> None:
@@ -221,10 +277,9 @@ def write_id_table(segment: Path, ids: Any, staged: bool = True) -> None:
             t.unlink(missing_ok=True)
 
 
-def ensure_id_table(segment: Path, index: Index) -> IdTable:
-    """The segment's id table, made now from its doc_ids.parquet when it has none (or a bad one)."""
+def segment_ids(segment: Path, index: Index) -> IdTable | SortedIds:
+    """The segment's ids to look up: its id table, or (none, or a bad one) its ids in id order."""
     try:
         return IdTable(segment, index.n_docs)
     except IndexFormatError:
-        write_id_table(segment, index.doc_id_array(), staged=False)  # a committed segment
-        return IdTable(segment, index.n_docs)
+        return SortedIds(index)

@@ -198,7 +198,7 @@ def test_a_commit_syncs_the_new_segment_then_the_folder_before_its_commit_point(
         return fsync(fd)
 
     live = LiveIndex(tmp_path / "idx")
-    live.add([("8", "alpha psi")])  # the first write also gives the built segment its id table
+    live.add([("8", "alpha psi")])  # the first write also reads the built segment's ids
     monkeypatch.setattr(os, "fsync", recording)
     live.add([("9", "alpha omega")])
     root = (tmp_path / "idx").resolve()

@@ -399,14 +399,53 @@ def test_kill_during_a_change_leaves_the_previous_commit(tmp_path, operation):
 
 
 def test_ids_found_by_hash_are_checked_by_string(tmp_path):
-    from ssr_engine.live_files import ensure_id_table
+    from ssr_engine.live_files import IdTable, Wanted
 
     index, _ = small_index(tmp_path)
-    table = ensure_id_table(index / read_commit(index).segments[0].name, open_snapshot(index).indexes[0])
-    encoded = [b"5", b"nope"]
-    hashes = np.array([int(table.hash[np.flatnonzero(np.asarray(table.doc) == 5)[0]]), int(table.hash[0])],
-                      dtype=np.uint64)
-    assert table.lookup(hashes, encoded).tolist() == [5, -1]
+    LiveIndex(index, merge=False).add([(str(100 + i), "alpha") for i in range(8)])
+    ref = read_commit(index).segments[-1]
+    table = IdTable(index / ref.name, 8)
+    wanted = Wanted([b"105", b"nope"], np.array([int(table.hash[np.flatnonzero(np.asarray(table.doc) == 5)[0]]),
+                                                 int(table.hash[0])], dtype=np.uint64), np.zeros(3), np.zeros(0))
+    assert table.lookup(wanted).tolist() == [5, -1]  # "nope" given a hash of the table: its string decides
+
+
+@pytest.mark.parametrize("ids", [
+    ["7", "007", "-2", "-0", "0", "10", "9", "99999999999999999999999", "-99999999999999999999999", "000"],
+    ["b", "a", "é", "ab", "Z", "10", "9", "日本", "a-b", "€"],
+])
+@pytest.mark.parametrize("order", ["shuffled", "sorted"])
+def test_a_built_segment_is_searched_in_its_id_order(tmp_path, ids, order):
+    """A segment made by build_index has no id table: its ids are found by binary search in its id order (rank
+    given by doc_rank or the identity), under integer and string order; present and absent ids alike."""
+    from ssr_engine.ids import id_order
+    from ssr_engine.live_files import SortedIds, segment_ids, wanted_ids
+
+    docs = [ids[i] for i in id_order(ids)] if order == "sorted" else ids
+    index = build_index(write_tsv(tmp_path / "c.tsv", [(i, "alpha") for i in docs]), tmp_path / "idx", quiet=True)
+    ix = open_snapshot(index).indexes[0]
+    assert (ix.manifest.ids.get("rank") == "identity") == (order == "sorted")
+    table = segment_ids(ix.path, ix)
+    assert isinstance(table, SortedIds)
+    row = {d: r for r, d in enumerate(ix.doc_id_array().to_pylist())}
+    asked = ids + ["8", "-7", "00", "1" + "0" * 30, "c", "", "日", "€€"]
+    assert table.lookup(wanted_ids([a.encode() for a in asked])).tolist() == [row.get(a, -1) for a in asked]
+    # a first change writes nothing into the built segment
+    files = sorted(p.name for p in ix.path.iterdir())
+    LiveIndex(index, merge=False).delete([docs[3], "absent"])
+    LiveIndex(index, merge=False).add([("new", "beta")])
+    assert sorted(p.name for p in ix.path.iterdir() if not p.name.startswith("deletes-")) == files
+
+
+def test_a_corrupt_doc_rank_is_an_error_on_the_first_change(tmp_path):
+    index = build_index(write_tsv(tmp_path / "c.tsv", [(str(9 - i), "alpha") for i in range(10)]), tmp_path / "idx",
+                        quiet=True)
+    seg = index / read_commit(index).segments[0].name
+    rank = np.load(seg / "doc_rank.npy")
+    rank[0] = rank[1]  # the same size, not a permutation
+    np.save(seg / "doc_rank.npy", rank)
+    with pytest.raises(IndexFormatError, match="doc_rank"):
+        LiveIndex(index).delete(["3"])
 
 
 def test_extra_files_travel_with_the_added_segment(tmp_path):
