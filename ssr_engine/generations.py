@@ -392,8 +392,8 @@ class IndexWriter:
                 final = self.root / f"seg-{next_seg}"
                 next_seg += 1
                 renames.append((folder, final))
-            elif deletes and deletes[i] is not None and had.get(folder.name) != deletes[i]:
-                written += [folder / deletes[i], folder]  # a new deletion file, written plainly (`live_files`)
+            elif deletes and (name := deletes[i]) is not None and had.get(folder.name) != name:
+                written += [folder / name, folder]  # a new deletion file, written plainly (`live_files`)
             sha = sha256_file(folder / SEGMENT_MANIFEST)
             refs.append(SegmentRef(final.name, int(docs), sha, deletes[i] if deletes else None,
                                    deletes_sha256[i] if deletes_sha256 else None))
