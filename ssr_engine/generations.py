@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import TMP_MARK, fsync_dir, os_error, sha256_file, write_text
+from .atomic import TMP_MARK, fsync_dir, os_error, sha256_file, tmp_name, write_text
 from .errors import IndexFormatError, SsrError
 
 # scratch_dir and clean_scratch are re-exported: agents/ import them from here (their old home)
@@ -373,37 +373,53 @@ class IndexWriter:
                deletes_sha256: list[str | None] | None = None) -> Commit:
         """Publish `segments` (staged folders, or existing `seg-M` folders to keep) as the next generation.
 
-        Each entry is (folder, live documents). Staged folders are renamed to `seg-M`; then the commit
-        point is written atomically; then older commits and unreferenced segments are removed.
+        Each entry is (folder, live documents); `deletes` names each one's deletion file, if any (a new one
+        may be written plainly: it is synced here). The commit point is written to a temporary name, staged
+        folders are renamed to `seg-M`, everything new is fsynced in one batch, then the commit point is
+        renamed into place and the index folder fsynced; then older commits and unreferenced segments go.
         """
         if not self.lock.held:
             raise SsrError(f"{self.root}: the writer lock was lost (the folder was moved or replaced); "
                            "nothing committed")
-        # the new segments' bytes reach the disk before the commit point can name them (a power cut after
-        # the commit point must not leave it naming files the disk never got)
-        sync_segments([folder for folder, _ in segments if folder.name.startswith(_STAGING)])
         taken = [n for n, _ in _numbered(self.root, _SEGMENT)]
         current = read_commit(self.root) if _numbered(self.root, _COMMIT) else None
         next_seg = max(taken + [int(s.name[4:]) for s in (current.segments if current else ())], default=0) + 1
-        refs = []
+        refs, renames, written = [], [], []
+        had = {s.name: s.deletes for s in current.segments} if current else {}
         for i, (folder, docs) in enumerate(segments):
+            final = folder
             if folder.name.startswith(_STAGING):
                 final = self.root / f"seg-{next_seg}"
                 next_seg += 1
-                os.rename(folder, final)
-                self._staged.remove(folder)
-            else:
-                final = folder
-            sha = sha256_file(final / SEGMENT_MANIFEST)
+                renames.append((folder, final))
+            elif deletes and (name := deletes[i]) is not None and had.get(folder.name) != name:
+                written += [folder / name, folder]  # a new deletion file, written plainly (`live_files`)
+            sha = sha256_file(folder / SEGMENT_MANIFEST)
             refs.append(SegmentRef(final.name, int(docs), sha, deletes[i] if deletes else None,
                                    deletes_sha256[i] if deletes_sha256 else None))
-        if any(folder.name.startswith(_STAGING) for folder, _ in segments):
-            fsync_dir(self.root)  # the renames, before the commit point that names the new folders
         generation = (current.generation if current else 0) + 1
         created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         body = {"magic": "ssr-commit", "format_version": LAYOUT_VERSION, "generation": generation,
                 "segments": [r.as_dict() for r in refs], "created": created}
-        write_text(self.root / f"commit-{generation}.json", seal(body))
+        point = self.root / f"commit-{generation}.json"
+        tmp = tmp_name(point)
+        try:
+            tmp.write_text(seal(body), encoding="utf-8", newline="\n")
+            for folder, final in renames:
+                os.rename(folder, final)
+                self._staged.remove(folder)
+            # ONE round of fsyncs, on threads (a journaling file system commits them together; rounds one after
+            # another each waited for a journal commit, under load 15-50 ms apiece): the new segments' files and
+            # folders, new deletion files and their folders, the commit point's bytes and the index folder (the
+            # renames) reach the disk before the rename below names them (a power cut must not leave a commit
+            # point naming data the disk never got); then the rename and the index folder, before `clean`
+            # drops the older commit point
+            sync_segments([final for _, final in renames], also=[*written, tmp] + ([self.root] if renames else []))
+            os.replace(tmp, point)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise os_error(point, exc, "write the commit point") from exc
+        fsync_dir(self.root)
         self.committed = Commit(self.root, generation, tuple(refs), created)
         if self._v1:
             for name in V1_FILES:
@@ -448,22 +464,18 @@ def fsync_files(files: list[str]) -> None:
             list(pool.map(_fsync_file, files))
 
 
-def sync_segments(folders: list[Path]) -> None:
-    """fsync every file of these (staged) segment folders (`fsync_files`), then the folders themselves."""
-    if not folders:
-        return
-    files: list[str] = []
-    dirs: list[str] = []
+def sync_segments(folders: list[Path], also: list[Path] | None = None) -> None:
+    """fsync every file of these segment folders, the folders themselves and the paths `also`, all at once
+    (`fsync_files`: one journal commit)."""
+    paths = [os.fspath(p) for p in also or ()]
     for folder in folders:
         for top, _, names in os.walk(folder):
-            dirs.append(top)
-            files += [os.path.join(top, n) for n in names]
+            paths.append(top)
+            paths += [os.path.join(top, n) for n in names]
     try:
-        fsync_files(files)
-        for d in dirs:
-            fsync_dir(d)
+        fsync_files(paths)
     except OSError as exc:
-        raise os_error(folders[0], exc, "sync the new segment to disk") from exc
+        raise os_error(folders[0] if folders else paths[0], exc, "sync the new segment to disk") from exc
 
 
 def _not_claiming(names: set[str]) -> set[str]:

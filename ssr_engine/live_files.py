@@ -55,14 +55,18 @@ class Deletions:
 
 
 def write_deletes(path: Path, d: Deletions) -> str:
-    """Write a deletion file atomically; returns its sha256."""
-    from .atomic import atomic_write
+    """Write a deletion file for the next commit; returns its sha256.
+
+    Written plainly, not synced: its name (deletes-G, G the generation to come) is named by no commit yet,
+    and the commit that names it fsyncs it and its folder in its one batch (`IndexWriter.commit`); a file
+    left by a failed write is never read (its sha256 is in no commit) and a later commit removes it."""
+    from .atomic import os_errors
 
     buf = io.BytesIO()
     np.savez(buf, bits=np.packbits(d.mask), terms=d.terms.astype(np.int64), df=d.df.astype(np.int64),
              tokens=np.array([d.tokens], dtype=np.int64))
     data = buf.getvalue()
-    with atomic_write(path, "wb", encoding=None, newline=None) as f:
+    with os_errors(path), open(path, "wb") as f:
         f.write(data)
     return hashlib.sha256(data).hexdigest()
 

@@ -183,37 +183,47 @@ def test_agents_bench_keeps_what_was_in_its_output_folder(tmp_path):
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names the fsynced files through /proc (Linux)")
-def test_a_commit_syncs_the_new_segment_then_the_folder_before_its_commit_point(tmp_path, monkeypatch):
-    import os
-
+def test_a_commit_syncs_everything_it_names_before_its_commit_point_then_the_folder(tmp_path, monkeypatch):
+    """Every file and folder a commit point names (a new segment's files and folder, a new deletion file and
+    its segment folder, the renames in the index folder, the commit point's own bytes) is fsynced before the
+    commit point takes its name; after that rename, only the index folder (then older commits may go)."""
     from ssr_engine.live import LiveIndex
 
     write_tsv(tmp_path / "a.tsv", DOCS_A)
     build_index(tmp_path / "a.tsv", tmp_path / "idx")
-    synced: list[str] = []
-    fsync = os.fsync
+    events: list[tuple[str, str]] = []
+    fsync, replace = os.fsync, os.replace
 
-    def recording(fd):
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+    def recording_fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
         return fsync(fd)
 
-    live = LiveIndex(tmp_path / "idx")
+    def recording_replace(src, dst, **kw):
+        events.append(("replace", str(dst)))
+        return replace(src, dst, **kw)
+
+    live = LiveIndex(tmp_path / "idx", merge=False)  # one commit a write
     live.add([("8", "alpha psi")])  # the first write also reads the built segment's ids
-    monkeypatch.setattr(os, "fsync", recording)
-    live.add([("9", "alpha omega")])
     root = (tmp_path / "idx").resolve()
-    commit = read_commit(root)
-    assert commit.generation == 3
-    point = next(i for i, s in enumerate(synced) if ".commit-3.json" in s)  # the commit point's own sync
-    before = [Path(s) for s in synced[:point]]
-    staged = {p.parent for p in before if p.parent.name.startswith(".staging-")}
-    assert len(staged) == 1  # the new segment, synced under its staging name, before the commit point
-    folder = staged.pop()
-    new_files = sorted(p.name for p in (root / commit.segments[-1].name).iterdir())
-    assert sorted(p.name for p in before if p.parent == folder) == new_files
-    assert before.index(folder) > max(before.index(folder / n) for n in new_files)  # the folder after its files
-    assert before[-1] == root  # the rename to seg-M, durable before the commit point names it
-    assert synced[point + 1:] == [str(root)]  # then the commit point's rename
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(os, "replace", recording_replace)
+    for generation, docs in ((3, [("9", "alpha omega")]), (4, [("2", "beta omega"), ("10", "eta")])):
+        events.clear()
+        live.add(docs, upsert=True)
+        commit = read_commit(root)
+        assert commit.generation == generation
+        point = events.index(("replace", str(root / f"commit-{generation}.json")))
+        before = {Path(p) for kind, p in events[:point] if kind == "fsync"}
+        new_seg = root / commit.segments[-1].name
+        named = {new_seg, root, *new_seg.iterdir()}
+        named |= {p for p in before if p.name.startswith(f".commit-{generation}.json")}  # its own bytes
+        assert any(p.name.startswith(f".commit-{generation}.json") for p in named)
+        if generation == 4:  # "2" replaced: a deletion file in the first segment, and that folder
+            first = root / commit.segments[0].name
+            assert (commit.segments[0].deletes, commit.segments[0].documents) == ("deletes-4.npz", 2)
+            named |= {first / "deletes-4.npz", first}
+        assert named <= before, named - before
+        assert events[point + 1:] == [("fsync", str(root))]
 
 
 def held(root: Path) -> list[str]:
