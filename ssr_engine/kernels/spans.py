@@ -28,6 +28,23 @@ def load_u64(typingctx, data, byte):
     return types.uint64(data, byte), codegen
 
 
+@nb.extending.intrinsic
+def store_u64(typingctx, data, byte, value):
+    """Write the uint64 `value` little-endian at byte offset `byte` of a contiguous uint8 array, whatever its
+    alignment: one store (the caller keeps byte + 8 within the array)."""
+    if not (isinstance(data, types.Array) and data.dtype == types.uint8 and data.layout == "C"):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr = context.make_array(signature.args[0])(context, builder, args[0]).data
+        u64p = context.get_value_type(types.uint64).as_pointer()
+        word = context.cast(builder, args[2], signature.args[2], types.uint64)
+        builder.store(word, builder.bitcast(builder.gep(ptr, [args[1]]), u64p), align=1)
+        return context.get_dummy_value()
+
+    return types.none(data, byte, value), codegen
+
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def span_equal(a_data, a0, a1, b_data, b0, b1):
     """a_data[a0:a1] == b_data[b0:b1], byte for byte.
