@@ -141,11 +141,13 @@ def test_fast_path_matches_definition_on_hand_cases():
 
 def test_fast_path_orders_words_sharing_a_long_prefix():
     """Words equal in their first 8 or 16 bytes (the kernel sorts on packed keys first), under a cap that keeps
-    some by string order; and a text of over 32,768 tokens (the kernel's other sort)."""
+    some by string order; and texts of over 32,768 tokens or of 100 words sharing 8 bytes (the kernel's other
+    sort)."""
     words = ["internationalization", "internationally", "international", "internationalizations", "internat",
              "internatz", "abcdefghijklmnopq", "abcdefghijklmnopr", "abcdefghijklmnop", "abcdefgh", "abcdefg"]
     texts = [" ".join(words), " ".join(reversed(words)), " ".join(words[i % len(words)] for i in range(50)),
-             " ".join(f"w{i % 5000}" for i in range(40_000))]
+             " ".join(f"w{i % 5000}" for i in range(40_000)), " ".join(f"abcdefgh{i}" for i in range(300, 0, -3)),
+             " ".join(["abcdefghijklmnopqrstuvwxyz"] * 70)]
     for cap in (1, 3, 7, 12, 64):
         assert signals_many(texts, cap=cap) == [signals(t, cap=cap) for t in texts]
 

@@ -126,14 +126,25 @@ def _before(a, b, low, tok_start, tok_len, tok_k1, tok_k2):
     return span_compare(low, tok_start[a], tok_len[a], low, tok_start[b], tok_len[b]) <= 0
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _all_same(order, j, e, tok_k2, tok_len):
+    """Whether the tokens order[j:e] (equal in their first 8 bytes) are one word repeated (to 16 bytes)."""
+    first = order[j]
+    for a in range(j + 1, e):
+        t = order[a]
+        if tok_k2[t] != tok_k2[first] or tok_len[t] != tok_len[first] or tok_len[t] > 16:
+            return False
+    return True
+
+
 @nb.njit(cache=True, nogil=True)
 def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
     """Stable sort of token indexes 0..n-1 into `order` by token string (`tmp`: scratch).
 
     A token's first 8 bytes ([0-9a-z] or padding) fit in 48 bits (6 a byte, in order), and its index in
     the 15 below: one sort of plain integers orders the tokens by those bytes, stably; tokens sharing
-    them (a word repeated, mostly) are then ordered by the rest, stably. ~3x faster than the merge sort
-    below, which documents of 32,768 tokens or more still take."""
+    them (a word repeated, mostly) are then ordered by the rest, stably, by insertion; documents of 32,768
+    tokens or more, or with over 64 distinct tokens sharing 8 bytes, take the merge sort below."""
     if n >= 1 << 15:
         for t in range(n):
             order[t] = t
@@ -154,6 +165,12 @@ def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
         e = j + 1
         while e < n and keys[e] >> 15 == keys[j] >> 15:
             e += 1
+        if e - j > 64 and not _all_same(order, j, e, tok_k2, tok_len):
+            # many distinct tokens sharing 8 bytes: insertion would take quadratic time; the merge sort
+            for t in range(n):
+                order[t] = t
+            _merge_sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n)
+            return
         for a in range(j + 1, e):  # a stable insertion sort of the run sharing 8 bytes
             x = order[a]
             b = a - 1
