@@ -139,6 +139,19 @@ def test_fast_path_matches_definition_on_hand_cases():
     assert signals_many(texts, cap=2) == [signals(t, cap=2) for t in texts]
 
 
+def test_fast_path_orders_words_sharing_a_long_prefix():
+    """Words equal in their first 8 or 16 bytes (the kernel sorts on packed keys first), under a cap that keeps
+    some by string order; and texts of over 32,768 tokens or of 100 words sharing 8 bytes (the kernel's other
+    sort)."""
+    words = ["internationalization", "internationally", "international", "internationalizations", "internat",
+             "internatz", "abcdefghijklmnopq", "abcdefghijklmnopr", "abcdefghijklmnop", "abcdefgh", "abcdefg"]
+    texts = [" ".join(words), " ".join(reversed(words)), " ".join(words[i % len(words)] for i in range(50)),
+             " ".join(f"w{i % 5000}" for i in range(40_000)), " ".join(f"abcdefgh{i}" for i in range(300, 0, -3)),
+             " ".join(["abcdefghijklmnopqrstuvwxyz"] * 70)]
+    for cap in (1, 3, 7, 12, 64):
+        assert signals_many(texts, cap=cap) == [signals(t, cap=cap) for t in texts]
+
+
 _ALPHABET = st.sampled_from(list("abcAB z09 \t\n.,-'") + ["\u0130", "\u212a", "é", "ß", "\u0307", "日", "\U0001f600"])
 _TEXT = st.one_of(st.text(), st.text(alphabet=_ALPHABET, max_size=200))
 _WORDS = st.lists(st.sampled_from(["the", "and", "aa", "bb", "cc", "dd", "ee", "ff", "x", "7", "42"]), max_size=120)

@@ -299,11 +299,14 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
         clock.lap("forward")
         clock.phases["strings"] = strings.result()  # its own seconds, overlapped with the forward rows
         clock.lap("strings_wait")
-    id_info, id_array = ids.finish(tmp)
-    clock.lap("ids")
-    if isinstance(run_dir, Path):
-        shutil.rmtree(run_dir)
-    clock.lap("remove_runs")
+        # the runs are read no more: removed beside the id files (at 8.8M removing 13 GB of runs took 3.9 s
+        # of wall and 0.5 of CPU, waiting on the file system)
+        removed = pool.submit(_timed, shutil.rmtree, run_dir) if isinstance(run_dir, Path) else None
+        id_info, id_array = ids.finish(tmp)
+        clock.lap("ids")
+        if removed is not None:
+            clock.phases["remove_runs"] = removed.result()
+        clock.lap("remove_runs_wait")
     return {
         "counts": {
             "documents": inverted.n_docs,

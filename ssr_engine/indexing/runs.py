@@ -2,7 +2,7 @@
 
 A run holds, for its distinct signal hashes in ascending order: the hash, the chunk-level df,
 the signal string, the offsets of its postings, and the postings (global doc ids, ascending);
-plus, for the forward CSR, each signal's local term index in document order.
+plus, for the forward CSR, each document's local term indexes, ascending.
 
 Runs, and the other work arrays of a build (the merge's term maps and plain string table), live
 in a work folder of .npy files, or in memory (`MemoryRuns`: a small build, such as a live index's
@@ -141,8 +141,8 @@ def write_run(
     keys, payloads = radix_sort_u64(hashes, signal_payloads(batch.doc_offsets))
     per_doc = np.diff(batch.doc_offsets)
     del hashes
-    uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local = invert_chunk(
-        keys, payloads, np.int64(first_doc), batch.counts, keep_tf
+    uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local, rows = invert_chunk(
+        keys, payloads, np.int64(first_doc), batch.counts, keep_tf, batch.doc_offsets
     )
     del keys, payloads
     # The terms' strings and the collision check in one walk of the signals in their own order (their bytes
@@ -154,7 +154,7 @@ def write_run(
     np.cumsum(uniq_df, out=post_off[1:])
     arrays = {
         "uniq_hash": uniq_hash, "uniq_df": uniq_df, "str_off": str_off, "str_bytes": str_bytes,
-        "post_off": post_off, "post_docs": post_docs, "local": local, "doc_offsets": batch.doc_offsets,
+        "post_off": post_off, "post_docs": post_docs, "local": rows, "doc_offsets": batch.doc_offsets,
         "doc_tokens": batch.doc_tokens.astype(np.uint32),
     }
     if keep_tf:

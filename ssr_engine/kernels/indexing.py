@@ -36,14 +36,18 @@ def _grouped(n_groups, n_postings, n_entries, keep_tf):
 
 
 @nb.njit(cache=True, nogil=True)
-def invert_chunk(keys, payloads, first_doc, counts, keep_tf):
+def invert_chunk(keys, payloads, first_doc, counts, keep_tf, doc_offsets):
     """Group a chunk's signals into a run. keys uint64[S]: the hashes sorted ascending;
-    payloads uint64[S]: `signal_payloads` sorted with them (stably).
+    payloads uint64[S]: `signal_payloads` sorted with them (stably); doc_offsets int64[D + 1]: each
+    document's signals.
 
     Returns (uniq_hash, uniq_df, uniq_rep (signal index of each term's first occurrence),
     post_docs uint32 (global doc ids, grouped by term, ascending), post_tf uint32 (empty unless
-    `keep_tf`), local uint32 (term index of each signal, in signal order)). Equal hashes are
-    grouped without looking at the strings: the caller checks them (`runs.write_run`).
+    `keep_tf`), local uint32 (term index of each signal, in signal order), rows uint32 (each
+    document's term indexes, ascending: terms are met in ascending order here, so placing each at
+    its document's next slot sorts the rows; the merge numbers terms in the same hash order, so the
+    forward rows come out sorted)). Equal hashes are grouped without looking at the strings: the
+    caller checks them (`runs.write_run`).
     """
     n = keys.shape[0]
     n_uniq = 0
@@ -51,20 +55,25 @@ def invert_chunk(keys, payloads, first_doc, counts, keep_tf):
         if j == 0 or keys[j] != keys[j - 1]:
             n_uniq += 1
     uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local = _grouped(n_uniq, n, n, keep_tf)
+    rows = np.empty(n, dtype=np.uint32)
+    slot = doc_offsets[:-1].copy()
     low = np.uint64(0xFFFFFFFF)
     g = -1
     for j in range(n):
         s = np.int64(payloads[j] & low)
+        d = np.int64(payloads[j] >> np.uint64(32))
         if j == 0 or keys[j] != keys[j - 1]:
             g += 1
             uniq_hash[g] = keys[j]
             uniq_rep[g] = s
         uniq_df[g] += 1
-        post_docs[j] = first_doc + np.int64(payloads[j] >> np.uint64(32))
+        post_docs[j] = first_doc + d
         if keep_tf:
             post_tf[j] = counts[s]
         local[s] = g
-    return uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local
+        rows[slot[d]] = g
+        slot[d] += 1
+    return uniq_hash, uniq_df, uniq_rep, post_docs, post_tf, local, rows
 
 
 @nb.njit(cache=True, nogil=True)
@@ -136,7 +145,8 @@ def merge_bucket(order, hashes, dfs, str_off, str_bytes, post_off, post_docs, po
 
 @nb.njit(cache=True, nogil=True)
 def forward_terms(term_map, local, doc_offsets):
-    """Term ids of each document's signals, ascending within each document."""
+    """Term ids of each document's signals, ascending within each document (a run's rows come sorted,
+    `invert_chunk`: then the sort below only checks them, one comparison a term)."""
     out = np.empty(local.shape[0], dtype=np.uint32)
     for i in range(local.shape[0]):
         out[i] = term_map[local[i]]

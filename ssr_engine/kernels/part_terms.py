@@ -21,7 +21,7 @@ import numpy as np
 
 from .fnv import fnv1a64
 from .query import _by_weight, weight
-from .spans import span_equal
+from .spans import span_equal  # eight bytes a load (a word compare)
 from .strings import sound, term_equal
 from .text import extract_signals
 from .validate import block_sound

@@ -12,10 +12,12 @@ import numba as nb
 import numpy as np
 from numba import types
 
+LITTLE = np.little_endian  # `span_equal`'s masked load keeps a span's bytes as the word's low ones
+
 
 @nb.extending.intrinsic
 def load_u64(typingctx, data, byte):
-    """The little-endian uint64 at byte offset `byte` of a contiguous uint8 array, whatever its alignment:
+    """The uint64 (native byte order) at byte offset `byte` of a contiguous uint8 array, whatever its alignment:
     one load (the caller keeps byte + 8 within the array)."""
     if not (isinstance(data, types.Array) and data.dtype == types.uint8 and data.layout == "C"):
         return None
@@ -26,6 +28,23 @@ def load_u64(typingctx, data, byte):
         return builder.load(builder.bitcast(builder.gep(ptr, [args[1]]), u64p), align=1)
 
     return types.uint64(data, byte), codegen
+
+
+@nb.extending.intrinsic
+def store_u64(typingctx, data, byte, value):
+    """Write the uint64 `value` (native byte order) at byte offset `byte` of a contiguous uint8 array, whatever its
+    alignment: one store (the caller keeps byte + 8 within the array)."""
+    if not (isinstance(data, types.Array) and data.dtype == types.uint8 and data.layout == "C"):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr = context.make_array(signature.args[0])(context, builder, args[0]).data
+        u64p = context.get_value_type(types.uint64).as_pointer()
+        word = context.cast(builder, args[2], signature.args[2], types.uint64)
+        builder.store(word, builder.bitcast(builder.gep(ptr, [args[1]]), u64p), align=1)
+        return context.get_dummy_value()
+
+    return types.none(data, byte, value), codegen
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -39,7 +58,7 @@ def span_equal(a_data, a0, a1, b_data, b0, b1):
     if n != b1 - b0:
         return False
     if n <= 8:
-        if n > 0 and a0 + 8 <= a_data.shape[0] and b0 + 8 <= b_data.shape[0]:
+        if LITTLE and n > 0 and a0 + 8 <= a_data.shape[0] and b0 + 8 <= b_data.shape[0]:
             low = ~np.uint64(0) >> np.uint64(64 - 8 * n)  # the span's bytes (little-endian: the low ones)
             return ((load_u64(a_data, a0) ^ load_u64(b_data, b0)) & low) == 0
         for i in range(n):

@@ -19,7 +19,7 @@ import numba as nb
 import numpy as np
 
 from .packed import get
-from .spans import span_equal
+from .spans import span_equal  # eight bytes a load (a word compare)
 
 SPACE = 32
 

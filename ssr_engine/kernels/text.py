@@ -14,9 +14,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .spans import span_compare, span_equal
+from .spans import load_u64, span_compare, span_equal, store_u64
 
 _EMPTY = -1
+LOW32 = (1 << 32) - 1  # a pair key's low half: the right word's rank
 PACKED = 16  # tokens up to this many bytes are compared and looked up as two packed uint64 keys
 
 # byte -> lower-case ASCII token byte, or 0 for a separator (every byte >= 0x80 is 0 here;
@@ -27,6 +28,10 @@ for _c in range(ord("a"), ord("z") + 1):
     _LOWER[_c - 32] = _c
 for _c in range(ord("0"), ord("9") + 1):
     _LOWER[_c] = _c
+# token byte -> 6 bits, in byte order (0: padding past the token's end); `_sort_tokens`
+_RANK = np.zeros(256, dtype=np.int64)
+for _i, _c in enumerate(sorted(set(_LOWER.tolist()) - {0})):
+    _RANK[_c] = _i + 1
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -109,8 +114,75 @@ def _tokenize_value(data, start, end, low, low_pos, tok_start, tok_len, tok_k1, 
     return cur, ntok
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _before(a, b, low, tok_start, tok_len, tok_k1, tok_k2):
+    """Whether token a sorts before token b or equals it (by string: packed keys, then bytes past 16)."""
+    if tok_k1[a] != tok_k1[b]:
+        return tok_k1[a] < tok_k1[b]
+    if tok_k2[a] != tok_k2[b]:
+        return tok_k2[a] < tok_k2[b]
+    if tok_len[a] <= 16 and tok_len[b] <= 16:
+        return tok_len[a] <= tok_len[b]
+    return span_compare(low, tok_start[a], tok_len[a], low, tok_start[b], tok_len[b]) <= 0
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _all_same(order, j, e, tok_k2, tok_len):
+    """Whether the tokens order[j:e] (equal in their first 8 bytes) are one word repeated (to 16 bytes)."""
+    first = order[j]
+    for a in range(j + 1, e):
+        t = order[a]
+        if tok_k2[t] != tok_k2[first] or tok_len[t] != tok_len[first] or tok_len[t] > 16:
+            return False
+    return True
+
+
 @nb.njit(cache=True, nogil=True)
 def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
+    """Stable sort of token indexes 0..n-1 into `order` by token string (`tmp`: scratch).
+
+    A token's first 8 bytes ([0-9a-z] or padding) fit in 48 bits (6 a byte, in order), and its index in
+    the 15 below: one sort of plain integers orders the tokens by those bytes, stably; tokens sharing
+    them (a word repeated, mostly) are then ordered by the rest, stably, by insertion; documents of 32,768
+    tokens or more, or with over 64 distinct tokens sharing 8 bytes, take the merge sort below."""
+    if n >= 1 << 15:
+        for t in range(n):
+            order[t] = t
+        _merge_sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n)
+        return
+    for t in range(n):
+        k = tok_k1[t]
+        code = np.int64(0)
+        for i in range(8):
+            code = (code << 6) | _RANK[(k >> np.uint64(56 - 8 * i)) & np.uint64(255)]
+        tmp[t] = (code << 15) | t
+    keys = tmp[:n]
+    keys.sort()
+    for j in range(n):
+        order[j] = keys[j] & 0x7FFF
+    j = 0
+    while j < n:
+        e = j + 1
+        while e < n and keys[e] >> 15 == keys[j] >> 15:
+            e += 1
+        if e - j > 64 and not _all_same(order, j, e, tok_k2, tok_len):
+            # many distinct tokens sharing 8 bytes: insertion would take quadratic time; the merge sort
+            for t in range(n):
+                order[t] = t
+            _merge_sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n)
+            return
+        for a in range(j + 1, e):  # a stable insertion sort of the run sharing 8 bytes
+            x = order[a]
+            b = a - 1
+            while b >= j and not _before(order[b], x, low, tok_start, tok_len, tok_k1, tok_k2):
+                order[b + 1] = order[b]
+                b -= 1
+            order[b + 1] = x
+        j = e
+
+
+@nb.njit(cache=True, nogil=True)
+def _merge_sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
     """Stable merge sort of token indexes by token string (packed keys; bytes past 16).
 
     The same bottom-up merge as `merge._sort_group` (ids), kept apart: a shared sort would take
@@ -129,21 +201,11 @@ def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
             hi = min(lo + 2 * width, n)
             a, b, k = lo, mid, lo
             while a < mid and b < hi:
-                ta = src[a]
-                tb = src[b]
-                if tok_k1[ta] != tok_k1[tb]:
-                    take_a = tok_k1[ta] < tok_k1[tb]
-                elif tok_k2[ta] != tok_k2[tb]:
-                    take_a = tok_k2[ta] < tok_k2[tb]
-                elif tok_len[ta] <= 16 and tok_len[tb] <= 16:
-                    take_a = tok_len[ta] <= tok_len[tb]
-                else:
-                    take_a = span_compare(low, tok_start[ta], tok_len[ta], low, tok_start[tb], tok_len[tb]) <= 0
-                if take_a:
-                    dst[k] = ta
+                if _before(src[a], src[b], low, tok_start, tok_len, tok_k1, tok_k2):
+                    dst[k] = src[a]
                     a += 1
                 else:
-                    dst[k] = tb
+                    dst[k] = src[b]
                     b += 1
                 k += 1
             while a < mid:
@@ -159,6 +221,15 @@ def _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, n):
         width *= 2
     if src is not order:
         order[:n] = src[:n]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _copy(dst, at, src, start, n):
+    """dst[at:at + n] = src[start:start + n] in whole words: reads and writes up to 7 bytes past both (the
+    caller's slack; the bytes written past are overwritten by the next copy or cut off). A byte loop
+    mispredicted its exit on every signal."""
+    for i in range(0, n, 8):
+        store_u64(dst, at + i, load_u64(src, start + i))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -196,7 +267,7 @@ def extract_signals(data, value_starts, value_ends, doc_values, key1, key2, long
             size += value_ends[v] - value_starts[v]
         if size + 1 > longest:
             longest = size + 1
-    low = np.empty(longest, dtype=np.uint8)
+    low = np.empty(longest + 8, dtype=np.uint8)  # + 8: `_copy` reads whole words
     tok_start = np.empty(longest, dtype=np.int64)
     tok_len = np.empty(longest, dtype=np.int64)
     tok_k1 = np.empty(longest, dtype=np.uint64)
@@ -232,8 +303,6 @@ def extract_signals(data, value_starts, value_ends, doc_values, key1, key2, long
             for t in range(before, ntok):
                 tok_value[t] = v
         # distinct unigrams: sort tokens by bytes, give each token the rank of its string
-        for t in range(ntok):
-            order[t] = t
         _sort_tokens(order, tmp, low, tok_start, tok_len, tok_k1, tok_k2, ntok)
         n_uni = 0
         for j in range(ntok):
@@ -256,7 +325,7 @@ def extract_signals(data, value_starts, value_ends, doc_values, key1, key2, long
         n_pairs = 0
         for t in range(ntok - 1 if bigrams else 0):
             if tok_value[t] == tok_value[t + 1]:
-                pair_keys[n_pairs] = rank[t] * n_uni + rank[t + 1]
+                pair_keys[n_pairs] = (rank[t] << 32) | rank[t + 1]  # shifts: a division cost ~30 cycles
                 n_pairs += 1
         keys = pair_keys[:n_pairs]
         keys.sort()
@@ -270,12 +339,12 @@ def extract_signals(data, value_starts, value_ends, doc_values, key1, key2, long
         # the cap: unigrams by frequency desc then string asc, then bigrams by string asc
         if cap >= 0 and n_uni + n_bi > cap:
             for u in range(n_uni):
-                uni_keys[u] = (ntok - uniq_count[u]) * n_uni + u
+                uni_keys[u] = ((ntok - uniq_count[u]) << 32) | u
             ukeys = uni_keys[:n_uni]
             ukeys.sort()
             keep_uni = min(n_uni, cap)
             for u in range(keep_uni):
-                uni_keys[u] = ukeys[u] % n_uni
+                uni_keys[u] = ukeys[u] & LOW32
             keep_bi = cap - keep_uni
         else:
             keep_uni = n_uni
@@ -292,31 +361,25 @@ def extract_signals(data, value_starts, value_ends, doc_values, key1, key2, long
         for u in range(keep_uni):
             need_bytes += tok_len[uniq_first[uni_keys[u]]]
         for j in range(keep_bi):
-            need_bytes += tok_len[uniq_first[keys[j] // n_uni]] + 1 + tok_len[uniq_first[keys[j] % n_uni]]
-        if need_bytes > out_bytes.shape[0]:
-            out_bytes = _grow(out_bytes, need_bytes)
+            need_bytes += tok_len[uniq_first[keys[j] >> 32]] + 1 + tok_len[uniq_first[keys[j] & LOW32]]
+        if need_bytes + 8 > out_bytes.shape[0]:  # + 8: `_copy` writes whole words
+            out_bytes = _grow(out_bytes, need_bytes + 8)
         for u in range(keep_uni):
             t = uniq_first[uni_keys[u]]
-            src = tok_start[t]
-            for i in range(tok_len[t]):
-                out_bytes[byte_pos + i] = low[src + i]
+            _copy(out_bytes, byte_pos, low, tok_start[t], tok_len[t])
             byte_pos += tok_len[t]
             out_bigram[n_out] = False
             out_counts[n_out] = uniq_count[uni_keys[u]]
             n_out += 1
             out_offsets[n_out] = byte_pos
         for j in range(keep_bi):
-            left = uniq_first[keys[j] // n_uni]
-            right = uniq_first[keys[j] % n_uni]
-            src = tok_start[left]
-            for i in range(tok_len[left]):
-                out_bytes[byte_pos + i] = low[src + i]
+            left = uniq_first[keys[j] >> 32]
+            right = uniq_first[keys[j] & LOW32]
+            _copy(out_bytes, byte_pos, low, tok_start[left], tok_len[left])
             byte_pos += tok_len[left]
             out_bytes[byte_pos] = 0x20
             byte_pos += 1
-            src = tok_start[right]
-            for i in range(tok_len[right]):
-                out_bytes[byte_pos + i] = low[src + i]
+            _copy(out_bytes, byte_pos, low, tok_start[right], tok_len[right])
             byte_pos += tok_len[right]
             out_bigram[n_out] = True
             out_counts[n_out] = bi_count[j]
