@@ -312,14 +312,18 @@ def merge_shards(results: Sequence[Lists], nq: int, k: int | None, integer: bool
     With id ranks the full key is (score, matches, rank): one numeric k-way merge per query
     (`merge_ranked`), then the ids of the chosen rows only. Without them (an index built before they
     existed), `parts.merge_results`, which reads ids where (score, matches) tie. The queries go in pieces
-    of at most `_MERGE_ROWS` rows (on `threads` threads of `helpers`, one Numba thread each), so no
-    piece's arrays reach NumPy's huge-page size.
+    of at most `_MERGE_ROWS` rows, so no piece's arrays reach NumPy's huge-page size; one actor's pieces
+    (ids and results only) go on `threads` threads of `helpers`, one Numba thread each.
     """
     ends = np.sum([r[0][1:] for r in results], axis=0) if nq else np.zeros(0, np.int64)
     cuts = np.unique(np.searchsorted(ends, np.arange(_MERGE_ROWS, int(ends[-1]) if nq else 0, _MERGE_ROWS),
                                      side="right"))
     spans = [(a, b) for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), nq], strict=True) if b > a] or [(0, nq)]
-    if helpers is None or threads == 1 or len(spans) == 1:
+    # threads for one actor's ranked lists only: other lists merge in parallel kernels (`merge_keyed`,
+    # `parts.merge_results`), which Numba's workqueue threading layer (a machine without OpenMP or TBB) must
+    # not be entered by two threads at once
+    ranked_one = len(results) == 1 and results[0][4].shape[0] == results[0][1].shape[0]
+    if helpers is None or threads == 1 or len(spans) == 1 or not ranked_one:
         return [r for a, b in spans for r in _merge_span(results, a, b, k, integer, ids)]
 
     def one(span: tuple[int, int]) -> list[SearchResult]:
