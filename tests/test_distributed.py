@@ -29,6 +29,7 @@ from ssr_engine.distributed.layout import MANIFEST, add_ranks, open_ranks, read_
 from ssr_engine.distributed.worker import CollectionIds, ShardWorker, merge_shards
 from ssr_engine.errors import InputError, SsrError
 from ssr_engine.kernels.merge import merge_keyed
+from ssr_engine.pieces import Helpers
 from ssr_engine.retrieval import BM25_B, BM25_K1, open_retriever
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
@@ -282,9 +283,9 @@ def test_cli_build_search_evaluate_verify(tmp_path: Path, capsys) -> None:
 
 
 def shard_answers(root: Path, queries: list[str], k: int | None, method: str = "ssr", actors: int = 0,
-                  threads: int = 1) -> list:
+                  threads: int = 1, merge_threads: int = 1) -> list:
     """What the Ray path answers: each actor's `ShardWorker.search` (`actors` consecutive groups of
-    shards; 0: one shard each) merged by `merge_shards`."""
+    shards; 0: one shard each) merged by `merge_shards` (in pieces on `merge_threads` threads)."""
     m = read_manifest(root)
     groups = np.array_split(np.arange(len(m.shards)), min(actors or len(m.shards), len(m.shards)))
     workers = [ShardWorker(str(root), g.tolist(), m.generation, method, threads, BM25_K1, BM25_B) for g in groups]
@@ -292,14 +293,19 @@ def shard_answers(root: Path, queries: list[str], k: int | None, method: str = "
     ids = CollectionIds(of.__getitem__, np.cumsum([0] + [s.documents for s in m.shards]))
     try:
         lists = [w.search(np.array(queries, dtype=str), k) for w in workers]
-        return merge_shards(lists, len(queries), k, m.integer, ids)
+        helpers = Helpers(merge_threads, "test-merge")
+        return merge_shards(lists, len(queries), k, m.integer, ids, helpers, merge_threads)
     finally:
         for w in workers:
             w.close()
 
 
-def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path) -> None:
-    """Two threads, 300 queries: the group's search in pieces on both threads, joined in query order."""
+def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path, monkeypatch) -> None:
+    """Two threads, 300 queries: the group's search in pieces on both threads, joined in query order; the
+    driver's merge in pieces of at most 97 rows on two threads, one actor or three."""
+    from ssr_engine.distributed import worker
+
+    monkeypatch.setattr(worker, "_MERGE_ROWS", 97)
     path = write_tsv(tmp_path / "c.tsv", random_docs(23, 400, "int"))
     build_index(path, tmp_path / "one", quiet=True)
     build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
@@ -307,7 +313,9 @@ def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path) -
     queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(300)]
     one = open_retriever(tmp_path / "one")
     for k in (1, 7, 1000):
-        assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1, threads=2), one.search_batch(queries, k))
+        want = one.search_batch(queries, k)
+        assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1, threads=2, merge_threads=2), want)
+        assert_identical(shard_answers(tmp_path / "s", queries, k, actors=3, merge_threads=2), want)
 
 
 def test_any_shard_order_gives_the_one_index_answers(tmp_path: Path, monkeypatch) -> None:
@@ -356,7 +364,10 @@ def without_ranks(root: Path) -> None:
 
 
 @pytest.mark.parametrize("method", ["levels", "exhaustive"])
-def test_shard_lists_of_other_methods_and_of_an_index_without_ranks(tmp_path: Path, method: str) -> None:
+def test_shard_lists_of_other_methods_and_of_an_index_without_ranks(tmp_path: Path, method: str, monkeypatch) -> None:
+    from ssr_engine.distributed import worker
+
+    monkeypatch.setattr(worker, "_MERGE_ROWS", 5)  # the driver's merge in pieces of a few rows
     docs = random_docs(17, 300, "mixed")
     if method == "exhaustive":  # a non-ASCII id: no fixed-width id tables, the driver reads shard by shard
         docs[150] = (f"\u00e9{docs[150][0]}", docs[150][1])
@@ -372,7 +383,8 @@ def test_shard_lists_of_other_methods_and_of_an_index_without_ranks(tmp_path: Pa
     for k in (1, 10, None):
         for actors in (0, 2):
             for m in ({method, "ssr"}):  # ssr without ranks: the group's `PartsSearcher`
-                assert_identical(shard_answers(tmp_path / "s", QUERIES, k, m, actors), one.search_batch(QUERIES, k))
+                assert_identical(shard_answers(tmp_path / "s", QUERIES, k, m, actors, merge_threads=2),
+                                 one.search_batch(QUERIES, k))
 
 
 def test_add_ranks_to_an_older_index_and_verify_checks_them(tmp_path: Path) -> None:

@@ -50,6 +50,9 @@ Lists = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 _PIECE = (16, 16)
 # an order of the shards for every query instead of each query's own (`kernels.shards.search_group`; tests)
 _FIXED_ORDER = np.zeros(0, dtype=np.int64)
+# rows of one piece of the driver's merge (`merge_shards`): a piece's ids (<U7 at 8.8M: 28 bytes a row) stay
+# under NumPy's 4 MB huge-page threshold; a K=1000 round's arrays as one piece took 3-6x longer (RESULTS.md)
+_MERGE_ROWS = 1 << 16
 
 
 class ShardWorker:
@@ -302,18 +305,45 @@ class CollectionIds:
         return self._table
 
 
-def merge_shards(results: Sequence[Lists], nq: int, k: int | None, integer: bool,
-                 ids: CollectionIds) -> list[SearchResult]:
+def merge_shards(results: Sequence[Lists], nq: int, k: int | None, integer: bool, ids: CollectionIds,
+                 helpers: Helpers | None = None, threads: int = 1) -> list[SearchResult]:
     """The collection's top k of every query from the actors' lists (`ShardWorker.search`'s arrays).
 
     With id ranks the full key is (score, matches, rank): one numeric k-way merge per query
     (`merge_ranked`), then the ids of the chosen rows only. Without them (an index built before they
-    existed), `parts.merge_results`, which reads ids where (score, matches) tie.
+    existed), `parts.merge_results`, which reads ids where (score, matches) tie. The queries go in pieces
+    of at most `_MERGE_ROWS` rows, so no piece's arrays reach NumPy's huge-page size; one actor's pieces
+    (ids and results only) go on `threads` threads of `helpers`, one Numba thread each.
     """
-    if not all(r[4].shape[0] == r[1].shape[0] for r in results):
-        return merge_results([(o, d.astype(np.int64), s, m) for o, d, s, m, _ in results],
-                             lambda j, rows: ids(results[j][1][rows].astype(np.int64)), nq, k, integer)
-    offsets, rows, (docs, scores, matches, _) = merge_ranked(results, k)
+    ends = np.sum([r[0][1:] for r in results], axis=0) if nq else np.zeros(0, np.int64)
+    cuts = np.unique(np.searchsorted(ends, np.arange(_MERGE_ROWS, int(ends[-1]) if nq else 0, _MERGE_ROWS),
+                                     side="right"))
+    spans = [(a, b) for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), nq], strict=True) if b > a] or [(0, nq)]
+    # threads for one actor's ranked lists only: other lists merge in parallel kernels (`merge_keyed`,
+    # `parts.merge_results`), which Numba's workqueue threading layer (a machine without OpenMP or TBB) must
+    # not be entered by two threads at once
+    ranked_one = len(results) == 1 and results[0][4].shape[0] == results[0][1].shape[0]
+    if helpers is None or threads == 1 or len(spans) == 1 or not ranked_one:
+        return [r for a, b in spans for r in _merge_span(results, a, b, k, integer, ids)]
+
+    def one(span: tuple[int, int]) -> list[SearchResult]:
+        with numba_threads(1):
+            return _merge_span(results, span[0], span[1], k, integer, ids)
+
+    return [r for part in helpers.map(one, spans, threads) for r in part]
+
+
+def _merge_span(results: Sequence[Lists], a: int, b: int, k: int | None, integer: bool,
+                ids: CollectionIds) -> list[SearchResult]:
+    """`merge_shards` of queries a..b-1: the lists' rows of those queries (views), merged."""
+    lists: list[Lists] = []
+    for o, d, s, m, r in results:
+        lo, hi = int(o[a]), int(o[b])
+        lists.append((o[a : b + 1] - lo, d[lo:hi], s[lo:hi], m[lo:hi], r[lo:hi] if r.shape[0] else r))
+    if not all(r[4].shape[0] == r[1].shape[0] for r in lists):
+        return merge_results([(o, d.astype(np.int64), s, m) for o, d, s, m, _ in lists],
+                             lambda j, rows: ids(lists[j][1][rows].astype(np.int64)), b - a, k, integer)
+    offsets, rows, (docs, scores, matches, _) = merge_ranked(lists, k)
     if rows is None:  # copies (an actor's arrays may be read-only views of Ray's store), not gathers
         docs, scores, matches = docs.astype(np.int64), scores.copy(), matches.copy()
     else:
