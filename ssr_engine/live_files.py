@@ -282,8 +282,12 @@ def write_id_table(segment: Path, ids: Any, staged: bool = True) -> None:
 
 
 def segment_ids(segment: Path, index: Index) -> IdTable | SortedIds:
-    """The segment's ids to look up: its id table, or (none, or a bad one) its ids in id order."""
+    """The segment's ids to look up: its id table, or (a built segment: none) its ids in id order. A table
+    that is there but bad is an error naming it (derived: removing its four files is a repair)."""
+    if not any((segment / id_table_file(name)).exists() for name in ID_TABLE):
+        return SortedIds(index)
     try:
         return IdTable(segment, index.n_docs)
-    except IndexFormatError:
-        return SortedIds(index)
+    except IndexFormatError as exc:
+        raise IndexFormatError(f"{exc}; its live-ids.*.npy files are derived from doc_ids.parquet: removing them "
+                               "all repairs the segment") from exc

@@ -437,6 +437,18 @@ def test_a_built_segment_is_searched_in_its_id_order(tmp_path, ids, order):
     assert sorted(p.name for p in ix.path.iterdir() if not p.name.startswith("deletes-")) == files
 
 
+def test_a_corrupt_id_table_is_an_error_naming_it(tmp_path):
+    index, _ = small_index(tmp_path)
+    LiveIndex(index, merge=False).add([(str(100 + i), "alpha") for i in range(8)])
+    table = index / read_commit(index).segments[-1].name / "live-ids.doc.npy"
+    np.save(table, np.zeros(3, dtype=np.uint32))  # sizes that differ from the segment's
+    with pytest.raises(IndexFormatError, match="id table.*removing them all repairs"):
+        LiveIndex(index).delete(["101"])
+    for p in table.parent.glob("live-ids.*.npy"):
+        p.unlink()
+    assert LiveIndex(index).delete(["101"])["deleted"] == 1  # looked up in the segment's id order instead
+
+
 def test_a_corrupt_doc_rank_is_an_error_on_the_first_change(tmp_path):
     index = build_index(write_tsv(tmp_path / "c.tsv", [(str(9 - i), "alpha") for i in range(10)]), tmp_path / "idx",
                         quiet=True)

@@ -243,6 +243,26 @@ def test_a_corrupt_vocabulary_of_one_part_is_an_error_naming_it(tmp_path):
         PartsSearcher(parts, shared=True).search_batch(WORDS, 3)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_vocabulary_search_from_an_interpolated_start_finds_the_lower_bound(data):
+    """`part_terms._first_at_least` starts where a key falls between the ends (hash keys spread evenly):
+    on any sorted vocabulary, even or clustered, it returns np.searchsorted's position from lo."""
+    from ssr_engine.kernels.part_terms import _first_at_least
+
+    dtype = data.draw(st.sampled_from([np.uint32, np.uint64]))
+    top = int(np.iinfo(dtype).max)
+    cluster = data.draw(st.sampled_from([top, 1000, 10]))  # evenly spread over the range, or bunched at one end
+    keys = data.draw(st.lists(st.integers(0, cluster), min_size=0, max_size=300, unique=True))
+    tail = data.draw(st.lists(st.integers(0, top), max_size=3, unique=True))  # a few far keys skew the ends
+    vocab = np.unique(np.array(keys + tail, dtype=dtype))
+    checked = np.zeros((vocab.shape[0] >> 4) + 1, dtype=np.uint8)
+    lo = data.draw(st.integers(0, vocab.shape[0]))
+    for key in data.draw(st.lists(st.integers(0, top), min_size=1, max_size=20)) + keys[:5]:
+        want = max(lo, int(np.searchsorted(vocab, dtype(key))))  # it never looks before lo
+        assert _first_at_least(vocab, dtype(key), np.int64(lo), checked, np.int64(4), True) == want
+
+
 def test_parts_of_different_settings_are_refused(tmp_path):
     a = build_index(write_tsv(tmp_path / "a.tsv", [("1", "alpha beta")]), tmp_path / "a", quiet=True)
     b = build_index(write_tsv(tmp_path / "b.tsv", [("2", "alpha beta")]), tmp_path / "b", quiet=True, cap=3)

@@ -3,8 +3,9 @@
 `terms.lookup` answers one index; a live index of P segments called it P times a batch, each call
 with its own argument set-up and a binary search from scratch per signal (~0.06 ms a query at 10
 segments). Here the batch's signals are visited once in key order: equal signals are looked up once,
-and each part's vocabulary is walked front to back, every search galloping on from where the last
-one ended (the vocabulary pages, offsets and strings are then read in order). The checks are
+and each part's vocabulary is walked front to back, every search starting from where the last one
+ended, at the position the key interpolates to (hash keys spread evenly), and galloping from there
+(the vocabulary pages, offsets and strings are then read in order). The checks are
 `terms.lookup`'s (every vocabulary block a search reads, every candidate's offsets and code); when
 one fails the caller repeats that part's look-up the long way, whose functions name the defect.
 
@@ -29,21 +30,56 @@ from .validate import block_sound
 
 @nb.njit(cache=True, nogil=True)
 def _first_at_least(vocab, key, lo, checked, shift, strict):
-    """The first position >= lo whose key is >= key (galloping from lo, then a binary search), checking
-    every block it reads (`validate.search_checked`); (-1 - defect position) when a block is unsound."""
+    """The first position >= lo whose key is >= key, checking every block it reads (`validate.search_checked`);
+    (-1 - defect position) when a block is unsound. The keys are hashes, spread evenly: the search starts where
+    the key falls between vocab[lo] and the last key (interpolated; off by about the square root of the gap)
+    and gallops from there, both ways, then bisects. Galloping from lo read ~2 log2(gap) entries, most of
+    them cache misses (a gap of ~200 entries at 10 segments of 100K documents: 0.75 µs a look-up)."""
     n = vocab.shape[0]
+    if lo >= n:
+        return n
+    hi = n
+    g = lo
+    if n - 1 > lo:
+        for b in (lo, n - 1):
+            bad = block_sound(vocab, b >> shift, shift, checked, strict)
+            if bad >= 0:
+                return -1 - bad
+        first = np.float64(vocab[lo])
+        span = np.float64(vocab[n - 1]) - first
+        if span > 0:
+            at = min(max((np.float64(key) - first) / span, 0.0), 1.0)
+            g = lo + np.int64(at * (n - 1 - lo))
+    bad = block_sound(vocab, g >> shift, shift, checked, strict)
+    if bad >= 0:
+        return -1 - bad
     step = 1
-    hi = lo
-    while hi < n:  # gallop: vocab[lo..hi) < key
-        bad = block_sound(vocab, hi >> shift, shift, checked, strict)
-        if bad >= 0:
-            return -1 - bad
-        if vocab[hi] >= key:
-            break
-        lo = hi + 1
-        hi += step
-        step <<= 1
-    hi = min(hi, n)
+    if vocab[g] < key:  # gallop up: vocab[lo..p) < key
+        lo = g + 1
+        p = lo
+        while p < n:
+            bad = block_sound(vocab, p >> shift, shift, checked, strict)
+            if bad >= 0:
+                return -1 - bad
+            if vocab[p] >= key:
+                hi = p
+                break
+            lo = p + 1
+            p += step
+            step <<= 1
+    else:  # gallop down: vocab[hi] >= key
+        hi = g
+        p = g - 1
+        while p >= lo:
+            bad = block_sound(vocab, p >> shift, shift, checked, strict)
+            if bad >= 0:
+                return -1 - bad
+            if vocab[p] < key:
+                lo = p + 1
+                break
+            hi = p
+            p -= step
+            step <<= 1
     while lo < hi:
         mid = (lo + hi) >> 1
         bad = block_sound(vocab, mid >> shift, shift, checked, strict)
