@@ -422,6 +422,9 @@ class IndexWriter:
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise os_error(point, exc, "write the commit point") from exc
+        except BaseException:  # a failed sync (`sync_segments`' SsrError), an interrupt: nothing named
+            tmp.unlink(missing_ok=True)
+            raise
         fsync_dir(self.root)
         self.committed = Commit(self.root, generation, tuple(refs), created)
         if self._v1:
