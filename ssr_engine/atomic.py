@@ -3,7 +3,9 @@
 Written to a temporary name beside the target (same directory, so the final `os.replace` is a
 rename within one file system), flushed and fsynced, renamed over the target, and the directory
 fsynced so the rename itself survives a power cut. On an exception the temporary file is
-removed and the target is untouched. Every file the package writes for a user goes through here.
+removed and the target is untouched. Every file the package writes for a user goes through here
+(files inside an index's commit protocol are synced by the commit that names them instead:
+`generations.IndexWriter.commit`, `live_files.write_deletes`).
 """
 
 from __future__ import annotations

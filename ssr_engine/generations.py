@@ -40,7 +40,9 @@ import os
 import re
 import secrets
 import shutil
+import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -384,7 +386,7 @@ class IndexWriter:
         taken = [n for n, _ in _numbered(self.root, _SEGMENT)]
         current = read_commit(self.root) if _numbered(self.root, _COMMIT) else None
         next_seg = max(taken + [int(s.name[4:]) for s in (current.segments if current else ())], default=0) + 1
-        refs, renames, written = [], [], []
+        refs, renames, new_files, new_dirs = [], [], [], []
         had = {s.name: s.deletes for s in current.segments} if current else {}
         for i, (folder, docs) in enumerate(segments):
             final = folder
@@ -393,7 +395,8 @@ class IndexWriter:
                 next_seg += 1
                 renames.append((folder, final))
             elif deletes and (name := deletes[i]) is not None and had.get(folder.name) != name:
-                written += [folder / name, folder]  # a new deletion file, written plainly (`live_files`)
+                new_files.append(folder / name)  # a new deletion file, written plainly (`live_files`)
+                new_dirs.append(folder)
             sha = sha256_file(folder / SEGMENT_MANIFEST)
             refs.append(SegmentRef(final.name, int(docs), sha, deletes[i] if deletes else None,
                                    deletes_sha256[i] if deletes_sha256 else None))
@@ -414,11 +417,14 @@ class IndexWriter:
             # renames) reach the disk before the rename below names them (a power cut must not leave a commit
             # point naming data the disk never got); then the rename and the index folder, before `clean`
             # drops the older commit point
-            sync_segments([final for _, final in renames], also=[*written, tmp] + ([self.root] if renames else []))
+            sync_segments([final for _, final in renames], [*new_files, tmp], new_dirs + [self.root] * bool(renames))
             os.replace(tmp, point)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise os_error(point, exc, "write the commit point") from exc
+        except BaseException:  # a failed sync (`sync_segments`' SsrError), an interrupt: nothing named
+            tmp.unlink(missing_ok=True)
+            raise
         fsync_dir(self.root)
         self.committed = Commit(self.root, generation, tuple(refs), created)
         if self._v1:
@@ -456,26 +462,40 @@ def _fsync_file(path: str) -> None:
         os.close(fd)
 
 
-def fsync_files(files: list[str]) -> None:
-    """fsync these files, many at once: a journaling file system commits them together (15 small files:
-    5-40 ms on threads against 60-100 ms one after the other, this machine under load). Raises OSError."""
-    if files:
-        with ThreadPoolExecutor(max_workers=min(_SYNC_THREADS, len(files))) as pool:
-            list(pool.map(_fsync_file, files))
+_POOL: list[Any] = [None, None]  # (the process id, the fsync threads): kept, a thread start under load costs ms
+_POOL_LOCK = threading.Lock()
 
 
-def sync_segments(folders: list[Path], also: list[Path] | None = None) -> None:
-    """fsync every file of these segment folders, the folders themselves and the paths `also`, all at once
-    (`fsync_files`: one journal commit)."""
-    paths = [os.fspath(p) for p in also or ()]
+def _sync_pool() -> ThreadPoolExecutor:
+    with _POOL_LOCK:
+        if _POOL[0] != os.getpid():  # none yet, or a forked child: its parent's threads are not here
+            _POOL[:] = [os.getpid(), ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="ssr-fsync")]
+        return _POOL[1]
+
+
+def fsync_files(files: Sequence[str], dirs: Sequence[str] = ()) -> None:
+    """fsync these files and folders, many at once: a journaling file system commits them together (15 small
+    files: 5-40 ms on threads against 60-100 ms one after the other, this machine under load). Raises OSError
+    for a file; a folder is synced as `atomic.fsync_dir` does (some file systems refuse a folder's fsync)."""
+    jobs = [(_fsync_file, f) for f in files] + [(fsync_dir, d) for d in dirs]
+    if len(jobs) == 1:
+        jobs[0][0](jobs[0][1])
+    elif jobs:
+        list(_sync_pool().map(lambda job: job[0](job[1]), jobs))
+
+
+def sync_segments(folders: list[Path], files: Sequence[Path] = (), dirs: Sequence[Path] = ()) -> None:
+    """fsync every file of these segment folders, the folders themselves, and `files` and `dirs`, all at
+    once (`fsync_files`: one journal commit)."""
+    paths, folders_ = [os.fspath(p) for p in files], [os.fspath(d) for d in dirs]
     for folder in folders:
         for top, _, names in os.walk(folder):
-            paths.append(top)
+            folders_.append(top)
             paths += [os.path.join(top, n) for n in names]
     try:
-        fsync_files(paths)
+        fsync_files(paths, folders_)
     except OSError as exc:
-        raise os_error(folders[0] if folders else paths[0], exc, "sync the new segment to disk") from exc
+        raise os_error(exc.filename or (paths + folders_)[0], exc, "sync the new data to disk") from exc
 
 
 def _not_claiming(names: set[str]) -> set[str]:

@@ -76,9 +76,13 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON body (without format keys and checksum)."""
-        d = asdict(self)
-        d["signals"]["stopwords"] = list(self.signals.stopwords)
-        d["signals"]["hash"]["collisions"] = list(self.signals.hash.collisions)
+        from dataclasses import replace
+
+        s = self.signals
+        # the word lists go in as lists, never through asdict's deep copy (hundreds of words: ~3 ms a write)
+        d = asdict(replace(self, signals=replace(s, stopwords=(), hash=replace(s.hash, collisions=()))))
+        d["signals"]["stopwords"] = list(s.stopwords)
+        d["signals"]["hash"]["collisions"] = list(s.hash.collisions)
         return d
 
     @classmethod

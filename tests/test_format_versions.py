@@ -314,3 +314,21 @@ def test_doc_rank_is_no_file_when_the_rows_are_in_id_order(tmp_path):
     assert (b.path / "doc_rank.npy").is_file() and "rank" not in b.manifest.ids and b.doc_rank.tolist() == [2, 1, 0]
     assert Searcher(ordered).search("beta", 10).rows()[0][0] == "1"
     assert verify_index(ordered) == [] and verify_index(shuffled) == []
+
+
+def test_a_manifest_body_is_its_file_and_reads_back_as_it_was(tmp_path):
+    """`Manifest.to_dict` (the stopword and collision lists copied apart from asdict's deep copy) gives the
+    written body, word lists as lists, and reads back equal; changing the body leaves the manifest alone."""
+    from ssr_engine.manifest import Manifest
+
+    out = tmp_path / "idx"
+    build_index(write_tsv(tmp_path / "c.tsv", [("1", "the alpha beta"), ("2", "beta of gamma")]), out, quiet=True)
+    m = open_index(out).manifest
+    seg = next(p for p in out.iterdir() if p.name.startswith("seg-"))
+    body = {k: v for k, v in json.loads((seg / "manifest.json").read_text()).items() if k not in ("format", "checksum")}
+    d = m.to_dict()
+    assert d == body and isinstance(d["signals"]["stopwords"], list) and "the" in d["signals"]["stopwords"]
+    assert Manifest.from_dict(d) == m
+    d["signals"]["stopwords"].append("zzz")
+    d["counts"]["documents"] = 99
+    assert "zzz" not in m.signals.stopwords and m.counts.documents == 2

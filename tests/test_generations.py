@@ -226,6 +226,35 @@ def test_a_commit_syncs_everything_it_names_before_its_commit_point_then_the_fol
         assert events[point + 1:] == [("fsync", str(root))]
 
 
+def test_a_folder_that_refuses_fsync_is_tolerated_a_file_that_fails_is_not(tmp_path, monkeypatch):
+    """Some file systems refuse fsync on a folder (EINVAL): a commit goes on, as `atomic.fsync_dir` would. A
+    file whose fsync fails stops the commit: an error, the previous commit current, no temporary left."""
+    import errno
+    import stat
+
+    from ssr_engine.live import LiveIndex
+
+    build_index(write_tsv(tmp_path / "a.tsv", DOCS_A), tmp_path / "idx", quiet=True)
+    root = (tmp_path / "idx").resolve()
+    live = LiveIndex(root, merge=False)
+    fsync = os.fsync
+    failing = {"kind": stat.S_ISDIR}
+
+    def refusing(fd):
+        if failing["kind"](os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL if failing["kind"] is stat.S_ISDIR else errno.EIO, "refused")
+        return fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", refusing)
+    live.add([("8", "alpha psi")])
+    assert read_commit(root).generation == 2
+    failing["kind"] = stat.S_ISREG
+    with pytest.raises(SsrError, match="cannot"):
+        live.add([("9", "alpha omega")])
+    assert read_commit(root).generation == 2
+    assert not [p.name for p in root.iterdir() if p.name.startswith(".commit-")]
+
+
 def held(root: Path) -> list[str]:
     """The segments of index `root` that an open reader holds (a writer could not remove them)."""
     out = []
