@@ -398,7 +398,8 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
     p_width = byte_width_for(n) if manifest.format_version >= 6 else PLAIN
     expected = {
         "vocab": v, "postings_long": (v + 63) >> 6, "postings_rank": ((v + 63) >> 6) + 1,
-        "postings_indptr": v + 1 if manifest.format_version < 7 else None, "postings_docs": n_words32(p, p_width) if p_width else p,
+        "postings_indptr": v + 1 if manifest.format_version < 7 else None,  # format 7: checked by validate
+        "postings_docs": n_words32(p, p_width) if p_width else p,
         "forward_indptr": n + 1, "forward_terms": n_words32(p, width) if width else p, "doc_rank": n,
         "postings_tf": p, "doc_lengths": n}
     from .kernels.strings import string_bits

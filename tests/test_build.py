@@ -113,7 +113,8 @@ def test_tsv_and_jsonl_give_the_same_index(tmp_path):
     jsonl.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs), encoding="utf-8")
     a = open_index(build_index(tsv, tmp_path / "a", quiet=True))
     b = open_index(build_index(jsonl, tmp_path / "b", quiet=True))
-    for name in ("vocab", "postings_indptr", "postings_long", "postings_rank", "postings_docs", "forward_indptr", "forward_terms", "doc_rank",
+    for name in ("vocab", "postings_indptr", "postings_long", "postings_rank", "postings_docs", "forward_indptr",
+                 "forward_terms", "doc_rank",
                  "signal_offsets", "signal_bytes"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert a.doc_ids() == b.doc_ids() == ["d3", "d1", "d2"]

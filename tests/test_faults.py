@@ -187,7 +187,8 @@ def _long_term(ix, r):
     return int(np.flatnonzero(bits)[r])
 
 
-READ_BY_LOOKUP = {"postings_indptr+1e6": lambda ix: _long_term(ix, len(ix.postings_indptr) // 2), "vocab_unsorted": lambda ix: 0,
+READ_BY_LOOKUP = {"postings_indptr+1e6": lambda ix: _long_term(ix, len(ix.postings_indptr) // 2),
+                  "vocab_unsorted": lambda ix: 0,
                   "signal_offsets_jump": lambda ix: _literal_term(ix, 3)}
 
 

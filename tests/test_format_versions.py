@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssr_engine import build_index, open_index, verify_index
+from ssr_engine.arrays import offsets_dtype
 from ssr_engine.errors import IndexFormatError
 from ssr_engine.indexing import merge as merge_module
-from ssr_engine.arrays import offsets_dtype
 from ssr_engine.kernels.forward import width_for
 from ssr_engine.kernels.lists import decode
 from ssr_engine.kernels.packed import at, byte_width_for, gather, get, get32, n_words, n_words32, pack, pack32

@@ -19,7 +19,8 @@ from .packed import at
 def live_df(indptr, v, docs, deleted):
     """Live postings of each term of a segment.
 
-    indptr the postings directory of V = v terms (`lists.span`); docs its postings column (`packed`, (words, width)); deleted uint8[n] (1 = deleted),
+    indptr the postings directory of V = v terms (`lists.span`); docs its postings column (`packed`,
+    (words, width)); deleted uint8[n] (1 = deleted),
     or empty when nothing is. Returns (df int64[V], the first term whose postings name a document >= n, or -1).
     """
     out = np.empty(v, dtype=np.int64)

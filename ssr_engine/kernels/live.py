@@ -15,8 +15,8 @@ import numpy as np
 
 from . import levels
 from .candidates import region_offsets
-from .lists import as_tuple, length
 from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables, fits
+from .lists import as_tuple, length
 from .merge import merge_two, span_compare
 from .probe import _CANDIDATES, RULE, STATS, WIDEN, ascending, search_one, workspace
 from .split import hist_level, rare_hist, rare_start

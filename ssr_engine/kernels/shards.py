@@ -10,8 +10,8 @@ import numba as nb
 import numpy as np
 
 from . import probe
-from .lists import length
 from .levels import _EVERY_DOC
+from .lists import length
 from .merge import merge_two
 from .topk import heap_arrays
 
