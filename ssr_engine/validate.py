@@ -114,7 +114,8 @@ def _lists(index: Index) -> int:
     np.cumsum(counts, out=expected[1:])
     i = _first(rank != expected)
     if i >= 0:
-        raise _fail(index, "postings_rank", f"entry {i} is {int(rank[i])}, the bits before it count {int(expected[i])}")
+        raise _fail(index, "postings_long", f"the bits before word {i} count {int(expected[i])}, but entry {i} of "
+                                            f"postings_rank.npy says {int(rank[i])}")
     n_long = int(expected[-1])
     if index.postings_indptr.shape[0] != n_long + 1:
         raise _fail(index, "postings_indptr", f"{index.postings_indptr.shape[0]} entries for {n_long} terms of df != 1")
