@@ -51,7 +51,8 @@ def main() -> None:
 
     manifest = open_index(args.out).manifest.to_dict()
     files = {name: rec["bytes"] for name, rec in manifest["files"].items()}
-    inverted = sum(files[n] for n in ("vocab.npy", "postings_indptr.npy", "postings_docs.npy"))
+    inverted = sum(files.get(n, 0) for n in ("vocab.npy", "postings_indptr.npy", "postings_long.npy",
+                                             "postings_rank.npy", "postings_docs.npy"))
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": platform.machine(),

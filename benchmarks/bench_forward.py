@@ -1,7 +1,8 @@
-"""A packed column against the plain uint32 one: forward rows (format 5 vs 4) or postings (6 vs 5).
+"""A packed column against the plain uint32 one: forward rows (format 5 vs 4) or postings (6 vs 5), or
+format 7's postings directory against plain offsets (`--column lists`).
 
     flock /tmp/ssr-bench.lock python benchmarks/bench_forward.py --index DIR --queries Q.tsv \
-        [--column forward|postings] [--bytes] [--against DIR2] [--methods ssr levels] [--k 10 100 1000] \
+        [--column forward|postings|lists] [--bytes] [--against DIR2] [--methods ssr levels] [--k 10 100 1000] \
         [--threads 1] [--max-queries N] [--repeat 5] [--scan]
 
 One process: the index's column as it is (width 0: a format-4 index's forward rows, a format-5 one's
@@ -13,7 +14,8 @@ with each, called in turn (the order reversed every other round), best of `--rep
 the second arm is another index of the same collection (say format 6 against format 5), both mapped
 from disk as users get them. `--scan` adds the exhaustive scan (every forward row read once per batch).
 Prints one JSON line per method and K: q/s of each, packed/plain, whether the results are identical,
-the column's bytes each way.
+the column's bytes each way. `--column lists`: the second arm reads the index's postings through format 7's
+directory (`kernels.lists.encode` of its df, in memory) instead of its plain offsets: the accessor's cost alone.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import numpy as np
 from ssr_engine import Searcher
 from ssr_engine.kernels import levels, probe
 from ssr_engine.kernels.forward import PLAIN, width_for
+from ssr_engine.kernels.lists import encode
 from ssr_engine.kernels.packed import byte_width_for, pack32
 from ssr_engine.kernels.ssr import exhaustive_batch
 
@@ -42,7 +45,7 @@ from bench_probe import interleaved  # noqa: E402  (each function's best CPU tim
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index", required=True, help="an index whose --column is plain (uint32)")
-    ap.add_argument("--column", choices=("forward", "postings"), default="forward")
+    ap.add_argument("--column", choices=("forward", "postings", "lists"), default="forward")
     ap.add_argument("--methods", nargs="+", choices=("ssr", "levels"), default=["ssr"])
     ap.add_argument("--queries", required=True, help="TSV qid<TAB>query")
     ap.add_argument("--k", type=int, nargs="+", default=[10, 100, 1000])
@@ -60,7 +63,18 @@ def main(argv: list[str] | None = None) -> None:
     ix = arms[0].ix
     plain = ix.forward if args.column == "forward" else ix.postings  # the postings: the bare array when plain
     words = plain[0] if isinstance(plain, tuple) else plain
-    if args.against:
+    if args.column == "lists":
+        if isinstance(ix.lists, tuple):
+            raise SystemExit(f"{args.index}: already format 7")
+        t = time.perf_counter()
+        long, rank, ends = encode(ix.df().astype(np.int64), 0, 0)
+        lists = (long, np.append(rank, len(ends)).astype(np.uint32),
+                 np.concatenate([[0], ends]).astype(ix.postings_indptr.dtype))
+        pack_s = time.perf_counter() - t
+        arms.append(arms[0].with_column("lists", lists))
+        sizes = {"column": "lists", "plain_MiB": round(ix.postings_indptr.nbytes / 2**20, 1),
+                 "packed_MiB": round(sum(a.nbytes for a in lists) / 2**20, 1), "pack_seconds": round(pack_s, 2)}
+    elif args.against:
         arms.append(Arm(Searcher(args.against), texts))
         other = arms[1].ix.forward if args.column == "forward" else arms[1].ix.postings
         sizes = {"column": args.column, "MiB": [round(a.nbytes / 2**20, 1) for a in (
@@ -110,21 +124,21 @@ class Arm:
             qb = s.query_batch(texts)
             self.batch = (qb.offsets, qb.terms, qb.weights)
             self.mono = probe.ascending(self.ix.doc_rank)
-            self.docs, self.fwd = self.ix.postings, self.ix.forward
+            self.docs, self.fwd, self.lists = self.ix.postings, self.ix.forward, self.ix.lists
 
-    def with_column(self, column: str, col: tuple[np.ndarray, int]) -> Arm:
-        """The same arm with its forward rows or postings replaced by col."""
+    def with_column(self, column: str, col: tuple) -> Arm:
+        """The same arm with its forward rows, postings or postings directory replaced by col."""
         arm = Arm(None, [])
         arm.__dict__.update(self.__dict__)
-        setattr(arm, "docs" if column == "postings" else "fwd", col)
+        setattr(arm, {"postings": "docs", "lists": "lists"}.get(column, "fwd"), col)
         return arm
 
     def run(self, method: str, k: int):
         ix = self.ix
         if method == "levels":
-            return levels.search_batch(ix.postings_indptr, self.docs, ix.doc_rank, ix.n_docs, *self.batch, k,
+            return levels.search_batch(self.lists, self.docs, ix.doc_rank, ix.n_docs, *self.batch, k,
                                        monotone=self.mono)
-        return probe.search_batch(ix.postings_indptr, self.docs, ix.doc_rank, ix.n_docs, ix.forward_indptr, self.fwd,
+        return probe.search_batch(self.lists, self.docs, ix.doc_rank, ix.n_docs, ix.forward_indptr, self.fwd,
                                   *self.batch, k, monotone=self.mono)
 
 

@@ -143,7 +143,7 @@ def warm_up(searcher, texts, ks, thread_counts, report: dict, exhaustive: bool =
         if exhaustive:
             searcher.search_batch(warm, k, method="exhaustive")
         searcher.search_batch(warm[:1], k, threads=1)
-        kernels.search_batch(ix.postings_indptr, ix.postings, ix.doc_rank, searcher.n_docs, qb.offsets[:2],
+        kernels.search_batch(ix.lists, ix.postings, ix.doc_rank, searcher.n_docs, qb.offsets[:2],
                              qb.terms, qb.weights, k, block=searcher.block)
     searcher.external_ids(np.zeros(PARALLEL_FROM, dtype=np.int64))
     report["warmup_seconds"] = time.perf_counter() - t0
@@ -210,10 +210,10 @@ def block_widths(searcher, qb, k, widths, peak: Peak) -> list[dict]:
         for b in widths:
             width = b if b > 0 else searcher.n_docs
             first = int(qb.offsets[1]) if n_q else 0  # compile / warm this width on one query first
-            kernels.search_batch(ix.postings_indptr, ix.postings, ix.doc_rank, searcher.n_docs,
+            kernels.search_batch(ix.lists, ix.postings, ix.doc_rank, searcher.n_docs,
                                  qb.offsets[:2], qb.terms[:first], qb.weights[:first], k, block=width)
             t0 = time.perf_counter()
-            kernels.search_batch(ix.postings_indptr, ix.postings, ix.doc_rank, searcher.n_docs, qb.offsets,
+            kernels.search_batch(ix.lists, ix.postings, ix.doc_rank, searcher.n_docs, qb.offsets,
                                  qb.terms, qb.weights, k, block=width)
             s = time.perf_counter() - t0
             peak.sample()

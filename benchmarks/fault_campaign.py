@@ -168,7 +168,7 @@ def query_term(index: Path) -> int:
         terms = [t for t in (open_retriever(ix, "bm25").term_id(w) for w in QUERIES[0].split()) if t >= 0]
     else:
         terms = open_retriever(ix, "ssr").query_batch(QUERIES[:1]).terms.tolist()
-    return max(terms, key=lambda t: int(ix.postings_indptr[t + 1] - ix.postings_indptr[t]))
+    return max(terms, key=lambda t: int(ix.df_of(np.array([t]))[0]))
 
 
 def query_postings(index: Path) -> tuple[int, int]:
@@ -176,7 +176,7 @@ def query_postings(index: Path) -> tuple[int, int]:
     from ssr_engine.format import open_index
 
     ix, t = open_index(index), query_term(index)
-    return int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
+    return ix.span(t)
 
 
 def unread_edits(seg: Path, rnd: random.Random, k: int) -> list[tuple[str, str, int, int]]:
@@ -215,6 +215,9 @@ def edits(index: Path, seg: Path, rnd: random.Random) -> list[tuple[str, str, in
             i = i * width // 32
         if name in ("postings_indptr", "vocab"):
             i = t  # the O(V) arrays are read per looked-up term: edit the query term's entries
+        if name == "postings_indptr" and "postings_long" in arrays:  # format 7: offsets of the df != 1 terms only
+            bits = np.unpackbits(np.asarray(arrays["postings_long"]).view(np.uint8), bitorder="little")
+            i = int(bits[:t].sum())
         if name == "signal_offsets":  # the entry of the query term's (first) literal string (format 4)
             ix = open_index(index)
             i = int(parts(ix.signal_codes, ix.string_bits, t)[0])
@@ -233,6 +236,10 @@ def edits(index: Path, seg: Path, rnd: random.Random) -> list[tuple[str, str, in
                     (f"{name}[{i}+1] = 0", name, i + 1, 0)]
         elif name == "postings_tf":
             out += [(f"{name}[{i}] = 0", name, i, 0)]
+        elif name == "postings_long":  # format 7: one term's df-1 bit flipped
+            out += [(f"{name}[{i}] ^= 1", name, i, int(a[i]) ^ 1)]
+        elif name == "postings_rank":
+            out += [(f"{name}[{i}] += 1", name, i, int(a[i]) + 1)]
     return out
 
 

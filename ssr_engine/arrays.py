@@ -23,9 +23,11 @@ ARRAYS: dict[str, str] = {
     "signal_offsets": "int64",
     "signal_bytes": "uint8",
     "signal_codes": "uint64",
+    "postings_long": "uint64",  # format 7: which terms have df != 1 (`kernels.lists`)
+    "postings_rank": "uint32",  # format 7: the long terms before each word of postings_long
 }
 # arrays that indexes of older format versions lack (name -> the first version that has it)
-SINCE: dict[str, int] = {"signal_codes": 4}
+SINCE: dict[str, int] = {"signal_codes": 4, "postings_long": 7, "postings_rank": 7}
 BM25_ARRAYS: dict[str, str] = {
     "postings_tf": "uint32",
     "doc_lengths": "uint32",
@@ -79,6 +81,49 @@ def writer_dtype(name: str, last: int | None) -> tuple[np.dtype, int | None]:
             raise ValueError(f"{name}: an offset array needs a bound on its last value")
         return offsets_dtype(last), last
     return np.dtype({**ARRAYS, **BM25_ARRAYS}[name]), None
+
+
+def save_lists(directory: Path, df: np.ndarray) -> None:
+    """Write format 7's postings directory (`kernels.lists`) of terms of document frequencies df."""
+    w = ListsWriter(directory, int(df.sum()))
+    w.append(df)
+    w.close()
+
+
+class ListsWriter:
+    """Appends terms' document frequencies, in term order, as format 7's postings directory
+    (`kernels.lists`: postings_long, postings_rank, and postings_indptr over the long terms only).
+    `last` bounds the postings in all."""
+
+    def __init__(self, directory: Path, last: int):
+        self.long = ArrayWriter(directory, "postings_long")
+        self.rank = ArrayWriter(directory, "postings_rank")
+        self.offsets = ArrayWriter(directory, "postings_indptr", last=last)
+        self.offsets.append(np.zeros(1, dtype=np.int64))
+        self.n_long, self.long_postings = 0, 0
+        self.pending = np.zeros(0, dtype=np.int64)  # the last < 64 terms: a word is written whole
+
+    def append(self, df: np.ndarray, last: bool = False) -> None:
+        from .kernels.lists import encode
+
+        df = np.concatenate([self.pending, np.asarray(df, dtype=np.int64)])
+        cut = df.shape[0] if last else df.shape[0] & ~63
+        self.pending = df[cut:]
+        long, rank, ends = encode(df[:cut], self.n_long, self.long_postings)
+        self.long.append(long)
+        self.rank.append(rank)
+        self.offsets.append(ends)
+        if ends.shape[0]:
+            self.n_long += ends.shape[0]
+            self.long_postings = int(ends[-1])
+
+    def close(self) -> None:
+        try:
+            self.append(np.zeros(0, dtype=np.int64), last=True)
+            self.rank.append(np.array([self.n_long], dtype=np.int64))
+        finally:
+            for w in (self.long, self.rank, self.offsets):
+                w.close()
 
 
 class ArrayWriter:

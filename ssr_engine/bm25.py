@@ -104,8 +104,8 @@ class BM25Searcher(StoredText):
 
     def _df(self, t: int) -> int:
         """df of term id t (a looked-up term: its offsets are checked)."""
-        indptr = self.index.postings_indptr
-        return int(indptr[t + 1] - indptr[t])
+        a, b = self.index.span(t)
+        return b - a
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -158,7 +158,7 @@ class BM25Searcher(StoredText):
             if self._workspace is None or self._workspace[0].shape[0] < chunks:
                 self._workspace = bm25_kernels.bm25_workspace(chunks, self.n_docs)
             return bm25_kernels.bm25_batch(
-                q_offsets, q_terms, q_weights, idx.postings_indptr, idx.postings, idx.postings_tf,
+                q_offsets, q_terms, q_weights, idx.lists, idx.postings, idx.postings_tf,
                 idx.doc_lengths, self.avgdl if avgdl is None else avgdl, self.k1, self.b,
                 idx.doc_rank if doc_rank is None else doc_rank, 0 if k is None else k,
                 n_chunks=chunks, workspace=self._workspace,
@@ -179,7 +179,7 @@ class BM25Searcher(StoredText):
         offsets, terms, _ = self._flat_terms(queries)
         ix = self.index
         with numba_threads(threads), kernel_guard(ix):
-            return union_sizes(offsets, terms, ix.postings_indptr, ix.postings, ix.n_docs)
+            return union_sizes(offsets, terms, ix.lists, ix.postings, ix.n_docs)
 
     def explain(self, query: str, doc: str | int) -> list[tuple[str, float]]:
         """The query tokens document `doc` (external or internal id) contains, each with its share of the score.
@@ -205,7 +205,7 @@ class BM25Searcher(StoredText):
             t = self.term_id(token)
             if t < 0:
                 continue
-            a, z = int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
+            a, z = ix.span(t)
             p = a + int(np.searchsorted(gather(ix.postings, [a], [z - a]), d))
             if p < z and int(gather(ix.postings, [p], [1])[0]) == d:
                 tf = float(ix.postings_tf[p])

@@ -10,7 +10,9 @@ lock, commit points `commit-N.json`, segments `seg-M/`). A segment is a director
                            sha256) of every other file, and its own checksum (`Manifest`)
     vocab.npy              uint32[V]   keys of the signals sorted by hash (`hashing.vocab_keys`: 32
                                        bits; formats 2, 3: uint64 hashes); term id = position
-    postings_indptr.npy    off[V+1]    CSR over terms
+    postings_indptr.npy    off[V+1]    CSR over terms; format 7: off[R+1] over the R terms of df != 1 only,
+    postings_long.npy      uint64[...] ... which are these (a bit per term), and
+    postings_rank.npy      uint32[...] ... how many come before each 64 terms (`kernels.lists`; `Index.lists`)
     postings_docs.npy      uint32[...] internal doc ids, ascending within each term, packed at whole
                                        bytes (format 6: 8, 16, 24 bits, plain past 2**24 docs; formats
                                        2-5: uint32[P]); read through `Index.postings` (`kernels.packed`)
@@ -60,12 +62,14 @@ from .arrays import (  # noqa: F401
     OFFSET_ARRAYS,
     SINCE,
     ArrayWriter,
+    ListsWriter,
     accepted_dtypes,
     array_file,
     npy_data_offset,
     offsets_dtype,
     read_slice,
     save_array,
+    save_lists,
 )
 from .atomic import sha256_file  # noqa: F401  (re-exported)
 from .errors import IndexFormatError
@@ -158,6 +162,8 @@ class Index(TermTable):
     signal_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
     postings_tf: np.ndarray | None = None
     doc_lengths: np.ndarray | None = None
+    postings_long: np.ndarray | None = None  # format 7 (`kernels.lists`); else postings_indptr is the whole CSR
+    postings_rank: np.ndarray | None = None
     _doc_ids: list[str] | None = field(default=None, repr=False)
     _id_arrow: Any = field(default=None, repr=False)
     _id_fixed: np.ndarray | None = field(default=None, repr=False)
@@ -180,6 +186,31 @@ class Index(TermTable):
         (bytes, width) packed at whole bytes (format 6)."""
         docs = self.postings_docs.view(np.ndarray)
         return (docs.view(np.uint8), self.postings_width) if self.postings_width else docs
+
+    @property
+    def lists(self) -> np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where each term's postings are, as the kernels take it (`kernels.lists.span`): the plain
+        offsets int[V + 1], or format 7's (long, rank, offsets)."""
+        indptr = self.postings_indptr.view(np.ndarray)
+        if self.postings_long is None or self.postings_rank is None:
+            return indptr
+        return self.postings_long.view(np.ndarray), self.postings_rank.view(np.ndarray), indptr
+
+    def span(self, t: int) -> tuple[int, int]:
+        """Term t's postings: positions start..end-1 of `postings`."""
+        from .kernels.lists import span
+
+        return span(self.lists, int(t))
+
+    def df_of(self, terms: np.ndarray) -> np.ndarray:
+        """Document frequency of each of terms (int64, ids in 0..V-1)."""
+        terms = np.ascontiguousarray(terms, dtype=np.int64)
+        lists = self.lists
+        if not isinstance(lists, tuple):  # no kernel to load for a plain CSR
+            return lists[terms + 1].astype(np.int64) - lists[terms]
+        from .kernels.lists import lengths
+
+        return lengths(lists, terms)
 
     @property
     def postings_length(self) -> int:
@@ -213,8 +244,9 @@ class Index(TermTable):
         self._holds = []
 
     def df(self) -> np.ndarray:
-        """Document frequency of every term (derived from the CSR)."""
-        return np.diff(self.postings_indptr)
+        """Document frequency of every term (int64[V])."""
+        lists = self.lists
+        return np.diff(lists) if not isinstance(lists, tuple) else self.df_of(np.arange(self.n_terms, dtype=np.int64))
 
     def doc_id_array(self) -> Any:
         """External ids as one Arrow string array (about 10 bytes per id), row = internal doc id."""
@@ -365,7 +397,9 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
     width = width_for(v) if manifest.format_version >= 5 else PLAIN
     p_width = byte_width_for(n) if manifest.format_version >= 6 else PLAIN
     expected = {
-        "vocab": v, "postings_indptr": v + 1, "postings_docs": n_words32(p, p_width) if p_width else p,
+        "vocab": v, "postings_long": (v + 63) >> 6, "postings_rank": ((v + 63) >> 6) + 1,
+        "postings_indptr": v + 1 if manifest.format_version < 7 else None,  # format 7: checked by validate
+        "postings_docs": n_words32(p, p_width) if p_width else p,
         "forward_indptr": n + 1, "forward_terms": n_words32(p, width) if width else p, "doc_rank": n,
         "postings_tf": p, "doc_lengths": n}
     from .kernels.strings import string_bits
@@ -380,7 +414,7 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
     else:
         expected["signal_offsets"] = v + 1
     for name, arr in arrays.items():
-        if name in expected and arr.shape[0] != expected[name]:
+        if expected.get(name) is not None and arr.shape[0] != expected[name]:
             raise IndexFormatError(f"{directory / array_file(name)}: {arr.shape[0]} entries, expected {expected[name]}")
     try:
         id_file = open(directory / DOC_IDS, "rb")  # held: the ids stay this generation's
@@ -393,7 +427,7 @@ def open_segment(directory: Path, manifest_sha256: str | None = None, full: bool
         signal_bytes=arrays["signal_bytes"], postings_tf=arrays.get("postings_tf"),
         signal_codes=arrays.get("signal_codes", np.zeros(0, dtype=np.uint64)),
         doc_lengths=arrays.get("doc_lengths"), _id_file=id_file, forward_width=width,
-        postings_width=p_width,
+        postings_width=p_width, postings_long=arrays.get("postings_long"), postings_rank=arrays.get("postings_rank"),
     )
     from .validate import check_index
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import IndexFormatError, SsrError
-from .format import ArrayWriter, Index, Manifest, array_file
+from .format import ArrayWriter, Index, Manifest, array_file, save_lists
 from .generations import IndexWriter
 from .indexing.runs import HashCollision
 from .live_search import Snapshot
@@ -99,7 +99,7 @@ def _sources(snap: Snapshot) -> list[_Source]:
         live = np.arange(ix.n_docs, dtype=np.int64) if mask is None else np.flatnonzero(~mask)
         newdoc = np.cumsum(1 - deleted, dtype=np.int64) - 1 + first if mask is not None else \
             np.arange(first, first + ix.n_docs, dtype=np.int64)
-        df, bad = live_df(np.asarray(ix.postings_indptr), ix.postings, deleted)
+        df, bad = live_df(ix.lists, np.int64(ix.n_terms), ix.postings, deleted)
         _check(bad < 0, ix, f"the postings of term {bad} name a document beyond {ix.n_docs}")
         kept = np.flatnonzero(df) if mask is not None else np.arange(ix.n_terms, dtype=np.int64)
         out.append(_Source(ix, deleted, live, newdoc.astype(np.uint32), df, kept))
@@ -227,9 +227,7 @@ def _postings(tmp: Path, sources: list[_Source], kept: list[np.ndarray], starts:
     indptr = np.zeros(df.shape[0] + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
     n_postings = int(indptr[-1])
-    w = ArrayWriter(tmp, "postings_indptr", last=n_postings)
-    w.append(indptr)
-    w.close()
+    save_lists(tmp, df)
     docs = ArrayWriter(tmp, "postings_docs")
     packer = PackedAppender(docs.append, byte_width_for(sum(s.live.shape[0] for s in sources)))
     tfs = ArrayWriter(tmp, "postings_tf") if keep_tf else None
@@ -244,7 +242,7 @@ def _postings(tmp: Path, sources: list[_Source], kept: list[np.ndarray], starts:
             for i, s in enumerate(sources):  # its entries of new terms lo..hi-1: one run (ascending new ids)
                 seg_new = new[starts[i] : starts[i + 1]]
                 a, b = np.searchsorted(seg_new, [lo, hi])
-                bad = copy_postings(np.asarray(s.ix.postings_indptr), s.ix.postings, segment_tf[i], s.deleted,
+                bad = copy_postings(s.ix.lists, s.ix.postings, segment_tf[i], s.deleted,
                                     s.newdoc, kept[i][a:b], seg_new[a:b] - lo, cursor, out, out_tf)
                 _check(bad < 0, s.ix, f"the postings of term {bad} name a document beyond {s.ix.n_docs}")
             packer.append(out)

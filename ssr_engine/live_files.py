@@ -106,8 +106,7 @@ def read_deletes(path: Path, sha256: str | None, index: Index, live: int) -> Del
 
 def _df_of(index: Index, terms: np.ndarray) -> np.ndarray:
     """df of `terms` only: `Index.df()` would read the whole vocabulary's offsets (O(V) per open)."""
-    indptr = index.postings_indptr
-    return (np.asarray(indptr[terms + 1], dtype=np.int64) - np.asarray(indptr[terms], dtype=np.int64))
+    return index.df_of(terms)
 
 
 def add_deletions(index: Index, old: Deletions | None, docs: np.ndarray) -> Deletions:

@@ -16,10 +16,11 @@ from .errors import IndexFormatError
 from .generations import SEGMENT_MANIFEST, seal, unseal
 
 FORMAT_NAME = "ssr-index"
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 # 2: offsets always int64; 3: offsets int32 when they fit; 4: compact signal strings (signal_codes);
-# 5: forward rows bit-packed (`kernels.forward`); 6: postings bit-packed (`Index.postings`)
-READABLE_VERSIONS = (2, 3, 4, 5, 6)
+# 5: forward rows bit-packed (`kernels.forward`); 6: postings bit-packed (`Index.postings`);
+# 7: no offset for a term of df 1 (`kernels.lists`: postings_long, postings_rank)
+READABLE_VERSIONS = (2, 3, 4, 5, 6, 7)
 MANIFEST = SEGMENT_MANIFEST
 
 

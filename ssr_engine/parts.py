@@ -87,8 +87,7 @@ class Part:
 
     def live_df(self, terms: np.ndarray) -> np.ndarray:
         """Live document frequency of term ids `terms` (int64, all >= 0)."""
-        indptr = self.index.postings_indptr
-        df = (indptr[terms + 1] - indptr[terms]).astype(np.int64)
+        df = self.index.df_of(terms)
         if self.deleted_terms.shape[0]:
             pos = np.searchsorted(self.deleted_terms, terms)
             pos = np.minimum(pos, self.deleted_terms.shape[0] - 1)

@@ -205,7 +205,7 @@ class PartsSearcher:
             ix = p.index
             with kernel_guard(ix):  # a segment that lies is an error naming it, never a crash
                 if method in ("ssr", "levels", "union"):  # the inverted kernel skips deleted documents itself
-                    csr = (ix.postings_indptr, ix.postings, self.ranks[i], ix.n_docs)
+                    csr = (ix.lists, ix.postings, self.ranks[i], ix.n_docs)
                     if method == "ssr" and k is not None:  # probe, with its forward rows
                         results.append(probe.search_batch(*csr, ix.forward_indptr, ix.forward, offsets, terms,
                                                           weights, k, block=self.block, live=self.live[i],

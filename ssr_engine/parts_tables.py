@@ -67,13 +67,13 @@ def term_tables(searcher: Any) -> list[tuple[list[int], tuple, tuple]]:
     key rule and array types: [(part positions, (seed, mask, key shift) as `group_terms` takes them,
     arguments)]."""
     if searcher._terms is None:
-        from .kernels.live import _frozen, typed_list
+        from .kernels.live import _frozen, frozen_lists, typed_list
 
         groups: dict[tuple, list[int]] = {}
         for i, p in enumerate(searcher.parts):
             ix = p.index
             sig = (searcher._hash_keys[i], ix.vocab.dtype.str, ix.signal_offsets.dtype.str, ix.signal_codes.dtype.str,
-                   ix.postings_indptr.dtype.str)
+                   ix.postings_indptr.dtype.str, ix.postings_long is None)
             groups.setdefault(sig, []).append(i)
         made = []
         for sig, members in groups.items():
@@ -81,8 +81,8 @@ def term_tables(searcher: Any) -> list[tuple[list[int], tuple, tuple]]:
             for i in members:
                 ix, p = searcher.parts[i].index, searcher.parts[i]
                 arrays = [_frozen(a, a.dtype) for a in (ix.vocab, ix.signal_bytes, ix.signal_offsets,
-                                                        ix.signal_codes, ix.postings_indptr, p.deleted_terms,
-                                                        p.deleted_df)]
+                                                        ix.signal_codes, p.deleted_terms, p.deleted_df)]
+                arrays.insert(4, frozen_lists(ix.lists, ix.postings_indptr.dtype))
                 arrays.insert(1, checked_blocks(ix))  # written: the blocks found sorted
                 for lst, a in zip(lists, arrays, strict=True):
                     lst.append(a)
@@ -107,7 +107,7 @@ def parts_arrays(searcher: Any, method: str):
 
         id_offsets, id_bytes, orders, rank = id_tables(searcher)
         searcher._prepared[method] = prepare_parts(
-            [(int(searcher.bases[i]), searcher.parts[i].n_docs, searcher.parts[i].index.postings_indptr,
+            [(int(searcher.bases[i]), searcher.parts[i].n_docs, searcher.parts[i].index.lists,
               searcher.parts[i].index.postings, searcher.ranks[i], searcher.live[i], orders[i],
               searcher.parts[i].index.forward_indptr, searcher.parts[i].index.forward, searcher.ascending[i])
              for i in searcher._order], method, rank if searcher.shares(method) else None)

@@ -58,4 +58,4 @@ def lookup_args(index: Index) -> tuple[Any, ...]:
             checked_blocks(index), np.int64(VOCAB_BLOCK_SHIFT),
             (index.signal_bytes.view(np.ndarray), index.signal_offsets.view(np.ndarray),
              index.signal_codes.view(np.ndarray), np.int64(index.string_bits)),
-            index.postings_indptr.view(np.ndarray), np.int64(index.postings_length), np.int64(index.n_docs))
+            index.lists, np.int64(index.postings_length), np.int64(index.n_docs))

@@ -129,7 +129,7 @@ class Searcher(StoredText):
         self._helpers = Helpers(max_threads() - 1, "ssr-search")  # threaded batches' helper threads
         # the arrays the kernels read, as plain ndarrays: a np.memmap costs every NumPy operation and
         # every kernel call extra work (subclass wrapping; Numba's slow type path): ~0.5 µs an argument
-        self._csr = (index.postings_indptr.view(np.ndarray), index.postings, index.doc_rank.view(np.ndarray))
+        self._csr = (index.lists, index.postings, index.doc_rank.view(np.ndarray))
         self._fwd = (index.forward_indptr.view(np.ndarray), index.forward)  # probe's forward rows, as plain arrays
         self._answers = Answers(index, self._csr, self._fwd, self._prepare_args, self.block, self._helpers)
 
@@ -233,7 +233,7 @@ class Searcher(StoredText):
         qb = self.query_batch(list(queries))
         with numba_threads(threads), kernel_guard(self.index):
             ix = self.index
-            return union_sizes(qb.offsets, qb.terms, ix.postings_indptr, ix.postings, ix.n_docs)
+            return union_sizes(qb.offsets, qb.terms, ix.lists, ix.postings, ix.n_docs)
 
     def _batch_size(self, k: int | None, method: str) -> int:
         if k is None:
@@ -265,14 +265,14 @@ class Searcher(StoredText):
                 return levels.search_batch(indptr, docs, doc_rank, self.n_docs, qb.offsets, qb.terms, qb.weights, k,
                                            block=self.block, n_chunks=threads, work=work, monotone=self.monotone)
             if method == "union":
-                return kernels.search_batch(ix.postings_indptr, ix.postings, ix.doc_rank, self.n_docs,
+                return kernels.search_batch(ix.lists, ix.postings, ix.doc_rank, self.n_docs,
                                             qb.offsets, qb.terms, qb.weights, k, block=self.block)
             if method == "maxscore":
                 width = min(max(1, self.block), max(self.n_docs, 1))
                 with self._work_lock:
                     if self._work is None or self._work[0].shape[1] != width:
                         self._work = prune.workspace(width)
-                    return prune.search_batch(ix.postings_indptr, ix.postings, ix.doc_rank, self.n_docs,
+                    return prune.search_batch(ix.lists, ix.postings, ix.doc_rank, self.n_docs,
                                               qb.offsets, qb.terms, qb.weights, k, block=self.block,
                                               work=self._work)
             return kernels.exhaustive_batch(ix.forward_indptr, ix.forward, ix.doc_rank, ix.n_terms,
@@ -321,7 +321,7 @@ def lookup_terms(index: Index, data: np.ndarray, offsets: np.ndarray, hashes: np
                            checked_blocks(index), VOCAB_BLOCK_SHIFT, index.vocab.dtype == np.uint64,
                            index.signal_bytes.view(np.ndarray),
                            index.signal_offsets.view(np.ndarray), index.signal_codes.view(np.ndarray),
-                           index.string_bits, index.postings_indptr.view(np.ndarray),
+                           index.string_bits, index.lists,
                            index.postings_length, index.n_docs)
     if not ok:
         _lookup_checked(index, data, offsets, hashes)  # raises IndexFormatError naming the file

@@ -99,12 +99,36 @@ def check_signal_hashes(index: Index, chunk: int = 1 << 20) -> None:
             raise _fail(index, name, f"the string of term {t} does not hash to its vocabulary entry")
 
 
+def _lists(index: Index) -> int:
+    """Check format 7's postings directory (`kernels.lists`) in O(V / 64): every rank the popcount of the
+    words before it, no bit past V, one offset per long term and one more; return the postings that
+    postings_indptr covers (those of the long terms; every posting before format 7)."""
+    long, rank = index.postings_long, index.postings_rank
+    if long is None or rank is None:
+        return index.postings_length
+    v = index.n_terms
+    counts = np.bitwise_count(long.view(np.ndarray))
+    if v & 63 and long.shape[0] and int(long[-1]) >> (v & 63):
+        raise _fail(index, "postings_long", f"bits set past the last term ({v})")
+    expected = np.zeros(long.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=expected[1:])
+    i = _first(rank != expected)
+    if i >= 0:
+        raise _fail(index, "postings_long", f"the bits before word {i} count {int(expected[i])}, but entry {i} of "
+                                            f"postings_rank.npy says {int(rank[i])}")
+    n_long = int(expected[-1])
+    if index.postings_indptr.shape[0] != n_long + 1:
+        raise _fail(index, "postings_indptr", f"{index.postings_indptr.shape[0]} entries for {n_long} terms of df != 1")
+    return index.postings_length - (v - n_long)
+
+
 def check_index(index: Index, full: bool = False) -> None:
     """Raise `IndexFormatError` naming the file and entry of the first structural defect found."""
     from .kernels import validate as kv
 
     n, v = index.n_docs, index.n_terms
-    _ends(index, "postings_indptr", index.postings_indptr, index.postings_length, "postings")
+    long_postings = _lists(index)
+    _ends(index, "postings_indptr", index.postings_indptr, long_postings, "postings")
     _ends(index, "signal_offsets", index.signal_offsets, index.signal_bytes.shape[0], "signal bytes")
     _offsets(index, "forward_indptr", index.forward_indptr, index.forward_length, "forward terms")
     i = -1 if index.manifest.ids.get("rank") == "identity" else kv.permutation(index.doc_rank)  # else built: arange
@@ -112,16 +136,16 @@ def check_index(index: Index, full: bool = False) -> None:
         raise _fail(index, "doc_rank", f"not a permutation of 0..{n - 1} (entry {i} = {int(index.doc_rank[i])})")
     if not full:
         return
-    _offsets(index, "postings_indptr", index.postings_indptr, index.postings_length, "postings")
+    _offsets(index, "postings_indptr", index.postings_indptr, long_postings, "postings")
     check_signal_offsets(index)
     vocab = index.vocab
     strict = vocab.dtype == np.uint64  # hashes (formats 2, 3); format 4's 32-bit keys may repeat
     _vocab_defect(index, kv.descent(vocab, strict) if vocab.shape[0] > _SMALL else
                   _first(vocab[1:] <= vocab[:-1] if strict else vocab[1:] < vocab[:-1]))
-    row = kv.rows_ascending_below(index.postings_indptr, index.postings, np.int64(n))
+    row = kv.rows_ascending_below(index.lists, index.postings, np.int64(n), np.int64(v))
     if row >= 0:
         raise _fail(index, "postings_docs", f"the postings of term {row} are not strictly ascending ids < {n}")
-    row = kv.rows_ascending_below(index.forward_indptr, index.forward, np.int64(v))
+    row = kv.rows_ascending_below(index.forward_indptr, index.forward, np.int64(v), np.int64(n))
     if row >= 0:
         raise _fail(index, "forward_terms", f"the terms of document {row} are not strictly ascending ids < {v}")
     if index.postings_tf is not None:
@@ -183,13 +207,19 @@ def check_terms(index: Index, terms: np.ndarray) -> None:
     terms = np.ascontiguousarray(terms, dtype=np.int64)
     if terms.shape[0] == 0:
         return
-    indptr, length = index.postings_indptr, index.postings_length
-    a = np.asarray(indptr[terms], dtype=np.int64)
-    b = np.asarray(indptr[terms + 1], dtype=np.int64)
+    length = index.postings_length
+    lists = index.lists
+    if isinstance(lists, tuple):
+        from .kernels.lists import spans
+
+        a, b = spans(lists, terms)
+    else:
+        a = np.asarray(lists[terms], dtype=np.int64)
+        b = np.asarray(lists[terms + 1], dtype=np.int64)
     bad = np.flatnonzero((a < 0) | (b < a) | (b > length) | (b - a > index.n_docs))
     if bad.shape[0]:
         t = int(terms[bad[0]])
-        raise _fail(index, "postings_indptr", f"entries {t}..{t + 1} ({int(a[bad[0]])}, {int(b[bad[0]])}) are out "
+        raise _fail(index, "postings_indptr", f"term {t}'s postings ({int(a[bad[0]])}, {int(b[bad[0]])}) are out "
                                               f"of order or past {length}")
     codes, bits = index.signal_codes.view(np.ndarray), index.string_bits
     i = first_unsound(index.signal_offsets.view(np.ndarray), index.signal_bytes.shape[0], codes, bits, terms)

@@ -28,8 +28,7 @@ WORDS = ["alpha", "beta", "gamma", "delta", "the", "of", "and", "x", "y", "epsil
 def index_contents(index) -> dict[str, list[int]]:
     """signal -> posting list (internal doc ids), read back from the CSR arrays."""
     docs = gather(index.postings, [0], [index.postings_length])
-    return {index.signal(t): docs[index.postings_indptr[t] : index.postings_indptr[t + 1]].tolist()
-            for t in range(index.n_terms)}
+    return {index.signal(t): docs[slice(*index.span(t))].tolist() for t in range(index.n_terms)}
 
 
 def assert_matches_reference(index, ref: ReferenceIndex) -> None:
@@ -114,7 +113,8 @@ def test_tsv_and_jsonl_give_the_same_index(tmp_path):
     jsonl.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs), encoding="utf-8")
     a = open_index(build_index(tsv, tmp_path / "a", quiet=True))
     b = open_index(build_index(jsonl, tmp_path / "b", quiet=True))
-    for name in ("vocab", "postings_indptr", "postings_docs", "forward_indptr", "forward_terms", "doc_rank",
+    for name in ("vocab", "postings_indptr", "postings_long", "postings_rank", "postings_docs", "forward_indptr",
+                 "forward_terms", "doc_rank",
                  "signal_offsets", "signal_bytes"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert a.doc_ids() == b.doc_ids() == ["d3", "d1", "d2"]
@@ -145,7 +145,7 @@ def test_bm25_index_has_term_frequencies_and_lengths(tmp_path):
     tf = {}
     docs = gather(index.postings, [0], [index.postings_length])
     for t in range(index.n_terms):
-        for j in range(index.postings_indptr[t], index.postings_indptr[t + 1]):
+        for j in range(*index.span(t)):
             tf[(index.signal(t), int(docs[j]))] = int(index.postings_tf[j])
     assert tf == {("dog", 0): 2, ("cat", 0): 1, ("cat", 1): 1, ("bird", 1): 1}
     assert index.doc_lengths.tolist() == [3, 2]

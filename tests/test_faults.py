@@ -76,8 +76,8 @@ def test_lying_postings_are_an_error_in_every_method(base, tmp_path, case):
         t = query_term(w) if src is out else None
         ix = open_index(w)
         if t is None:
-            t = int(np.argmax(np.diff(ix.postings_indptr)))
-        a, b = int(ix.postings_indptr[t]), int(ix.postings_indptr[t + 1])
+            t = int(np.argmax(ix.df()))
+        a, b = ix.span(t)
         n, width = ix.n_docs, ix.postings_width
         first, second = (int(x) for x in gather(ix.postings, [a], [2]))
         ix.close()
@@ -158,6 +158,9 @@ def test_lying_segment_of_a_live_index_is_an_error(base, tmp_path, method, name)
 STRUCTURAL = {
     "postings_indptr+1e6": ("postings_indptr", lambda a: a.__setitem__(len(a) // 2, a[len(a) // 2] + 1_000_000)),
     "postings_indptr_end": ("postings_indptr", lambda a: a.__setitem__(-1, a[-1] - 1)),
+    # format 7's directory (`kernels.lists`): checked whole at open (O(V / 64))
+    "postings_long_flip": ("postings_long", lambda a: a.__setitem__(0, a[0] ^ 1)),
+    "postings_rank_edit": ("postings_rank", lambda a: a.__setitem__(1, a[1] + 1)),
     # a high bit of the entry's own width (offsets are int32 or int64: format.offsets_dtype)
     "forward_indptr_flip": ("forward_indptr", lambda a: a.__setitem__(7, a[7] ^ (1 << (8 * a.dtype.itemsize - 2)))),
     "forward_indptr_start": ("forward_indptr", lambda a: a.__setitem__(0, 3)),
@@ -176,7 +179,16 @@ def _literal_term(ix, entry):
 
 
 # the term each lookup case queries (given the intact index)
-READ_BY_LOOKUP = {"postings_indptr+1e6": lambda ix: ix.n_terms // 2, "vocab_unsorted": lambda ix: 0,
+def _long_term(ix, r):
+    """The term whose postings start at entry r of postings_indptr (format 7: the r-th term of df != 1)."""
+    if ix.postings_long is None:
+        return r
+    bits = np.unpackbits(ix.postings_long.view(np.uint8), bitorder="little")[: ix.n_terms]
+    return int(np.flatnonzero(bits)[r])
+
+
+READ_BY_LOOKUP = {"postings_indptr+1e6": lambda ix: _long_term(ix, len(ix.postings_indptr) // 2),
+                  "vocab_unsorted": lambda ix: 0,
                   "signal_offsets_jump": lambda ix: _literal_term(ix, 3)}
 
 
@@ -227,8 +239,9 @@ def test_bm25_lookup_checks_the_terms_it_reads(base, tmp_path):
     w = copy(bm25, tmp_path / "w")
     ix = open_index(w)
     word, t = next((ix.signal(t), t) for t in range(ix.n_terms) if ix.signal(t) == "w1")
+    entry = next(r for r in range(len(ix.postings_indptr) - 1) if _long_term(ix, r) == t) + 1  # its end
     ix.close()
-    edit_array(w, "postings_indptr", lambda a: a.__setitem__(t + 1, a[-1] + 5))
+    edit_array(w, "postings_indptr", lambda a: a.__setitem__(entry, a[-1] + 5))
     with pytest.raises(IndexFormatError, match="postings_indptr.npy"):
         from ssr_engine.retrieval import open_retriever
 

@@ -15,9 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssr_engine import build_index, open_index, verify_index
+from ssr_engine.arrays import offsets_dtype
 from ssr_engine.errors import IndexFormatError
 from ssr_engine.indexing import merge as merge_module
 from ssr_engine.kernels.forward import width_for
+from ssr_engine.kernels.lists import decode
 from ssr_engine.kernels.packed import at, byte_width_for, gather, get, get32, n_words, n_words32, pack, pack32
 from ssr_engine.kernels.strings import parts, string_bits
 from ssr_engine.search import Searcher
@@ -56,7 +58,8 @@ def test_packed_32_bit_words_read_back_and_join_in_pieces(width, seed, n, cut):
 
 
 def _downgrade(out: Path, version: int) -> None:
-    """Rewrite the index at `out` as format `version` (2 to 5) wrote it: plain uint32 postings; below 5
+    """Rewrite the index at `out` as format `version` (2 to 6) wrote it: every term's offset (below 7); below 6
+    plain uint32 postings; below 5
     also plain uint32 forward rows; below 4 also every term's string in the table, no codes (version 2:
     int64 string offsets), uint64 hashes in the vocabulary, a doc_rank file; and commit it."""
     from ssr_engine.generations import IndexWriter, seal
@@ -68,7 +71,12 @@ def _downgrade(out: Path, version: int) -> None:
     postings = gather(ix.postings, [0], [ix.postings_length]).astype(np.uint32)
     offsets, data = ix.strings_of(np.arange(ix.n_terms))
     hashes, rank = ix.hashes(), np.array(ix.doc_rank)  # read before the files under the maps are rewritten
-    np.save(seg / "postings_docs.npy", postings)
+    indptr = decode(ix.lists, ix.n_terms)
+    np.save(seg / "postings_indptr.npy", indptr.astype(np.int64 if version == 2 else offsets_dtype(int(indptr[-1]))))
+    for name in ("postings_long", "postings_rank"):
+        (seg / f"{name}.npy").unlink()
+    if version < 6:
+        np.save(seg / "postings_docs.npy", postings)
     if version < 5:
         np.save(seg / "forward_terms.npy", plain)
     if version < 4:
@@ -183,7 +191,7 @@ def test_byte_flips_in_codes_never_crash(small, tmp_path):
             pass
 
 
-@pytest.mark.parametrize("version", [2, 3, 4, 5])
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6])
 def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_docs, monkeypatch, capsys, version):
     from ssr_engine import arrays
     from ssr_engine import format as fmt
@@ -192,7 +200,7 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     new = open_index(build_index(path, tmp_path / "new", chunk_docs=100, quiet=True))
     for name in fmt.OFFSET_ARRAYS:
         assert getattr(new, name).dtype == np.int32, name
-    assert json.loads((new.path / "manifest.json").read_text())["format_version"] == 6
+    assert json.loads((new.path / "manifest.json").read_text())["format_version"] == 7
     assert new.forward_width == width_for(new.n_terms) < 32
     assert new.forward_terms.shape[0] == n_words32(new.forward_length, new.forward_width)
     assert new.postings_width == 16 == byte_width_for(new.n_docs)  # 300 documents: 9 bits, two whole bytes
@@ -205,8 +213,12 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     monkeypatch.undo()
     _downgrade(out, version)
     old = open_index(out)
-    assert old.manifest.format_version == version and old.postings_width == 0
-    assert old.postings_docs.tolist() == gather(new.postings, [0], [new.postings_length]).tolist()
+    assert old.manifest.format_version == version and (old.postings_width == 0) == (version < 6)
+    assert old.postings_long is None and old.postings_indptr.shape[0] == old.n_terms + 1
+    assert old.df().tolist() == new.df().tolist() and (new.df() == 1).any()
+    assert new.postings_indptr.shape[0] == int((new.df() != 1).sum()) + 1  # format 7: no offset for df 1
+    assert gather(old.postings, [0], [old.postings_length]).tolist() == \
+        gather(new.postings, [0], [new.postings_length]).tolist()
     assert (old.forward_width == 0) == (version < 5)
     if version < 5:
         assert old.forward_terms.tolist() == [t for d in range(new.n_docs) for t in new.forward_row(d).tolist()]
@@ -217,7 +229,7 @@ def test_indexes_of_older_versions_open_and_answer_the_same(tmp_path, cranfield_
     for name in (*fmt.OFFSET_ARRAYS, "doc_rank"):
         want = np.int64 if version == 2 and name in fmt.OFFSET_ARRAYS else getattr(new, name).dtype
         assert getattr(old, name).dtype == want
-        if name != "signal_offsets" or version == 4:
+        if name != "postings_indptr" and (name != "signal_offsets" or version == 4):
             assert getattr(old, name).tolist() == getattr(new, name).tolist(), name
     if version < 4:
         assert old.vocab.dtype == np.uint64 and new.vocab.dtype == np.uint32
@@ -267,8 +279,9 @@ def test_a_live_index_of_plain_and_packed_segments_answers_as_one_index(tmp_path
     snap, want = open_snapshot(out), open_index(fresh)
     try:
         (got,) = snap.indexes
-        assert got.manifest.format_version == 6 and got.postings_width == 16
-        assert np.array_equal(np.load(got.path / "postings_docs.npy"), np.load(want.path / "postings_docs.npy"))
+        assert got.manifest.format_version == 7 and got.postings_width == 16
+        for name in ("postings_docs", "postings_long", "postings_rank", "postings_indptr"):
+            assert np.array_equal(np.load(got.path / f"{name}.npy"), np.load(want.path / f"{name}.npy")), name
     finally:
         snap.close()
     same_answers(("ssr", "levels"), (10,))

@@ -136,7 +136,7 @@ def test_a_bar_keeps_exactly_the_documents_ranking_before_it(tmp_path):
     searcher = Searcher(ix)
     queries = [text(rng) for _ in range(40)]
     qb = searcher.query_batch(queries)
-    args = (ix.postings_indptr, ix.postings, ix.doc_rank, ix.n_docs, qb.offsets, qb.terms, qb.weights)
+    args = (ix.lists, ix.postings, ix.doc_rank, ix.n_docs, qb.offsets, qb.terms, qb.weights)
     off, d, s, m = ssr.search_batch(*args, None)
     nq = len(queries)
     # per query a bar at a random row of its full ranking (a tie on score and matches, often), or none

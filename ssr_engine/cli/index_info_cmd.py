@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
     index = open_index(args.index)
     m = index.manifest.to_dict()
     files = {name: rec["bytes"] for name, rec in m["files"].items()}
-    inverted = sum(files.get(n, 0) for n in ("vocab.npy", "postings_indptr.npy", "postings_docs.npy"))
+    inverted = sum(files.get(n, 0) for n in ("vocab.npy", "postings_indptr.npy", "postings_long.npy",
+                                                "postings_rank.npy", "postings_docs.npy"))
     summary = {
         "path": str(index.root),
         "segment": index.path.name,
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     print("files")
     for name, size in sorted(files.items()):
         print(f"  {name:<22} {_human(size):>11}")
-    print(f"  {'inverted index':<22} {_human(inverted):>11}  (vocab + postings_indptr + postings_docs)")
+    print(f"  {'inverted index':<22} {_human(inverted):>11}  (vocab + postings_indptr/long/rank + postings_docs)")
     print(f"  {'total':<22} {_human(summary['total_bytes']):>11}")
     return 0
 

@@ -266,7 +266,7 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
     from ..kernels.shards import match_sorted
     from ..kernels.spans import spans_equal
 
-    tables = [np.diff(np.asarray(ix.postings_indptr)).astype(np.int64) for ix in indexes]
+    tables = [ix.df().astype(np.int64) for ix in indexes]
     own = [t.copy() for t in tables]
     collisions: list[str] = []
     hashes = [ix.hashes() for ix in indexes]  # full hashes (format 4's vocabulary keeps 32 bits of them)

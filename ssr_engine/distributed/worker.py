@@ -96,7 +96,7 @@ class ShardWorker:
             from ..kernels.live import prepare_parts
 
             none = np.zeros(0, dtype=np.int64)  # (no deletions; the documents' id order is not read)
-            self._arrays = prepare_parts([(int(self.bases[j]), ix.n_docs, ix.postings_indptr, ix.postings,
+            self._arrays = prepare_parts([(int(self.bases[j]), ix.n_docs, ix.lists, ix.postings,
                                            self.ranks[j], None, none, ix.forward_indptr, ix.forward,
                                            self.ascending[j]) for j, ix in enumerate(self.indexes)])
 

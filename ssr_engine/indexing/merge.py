@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..format import ArrayWriter
+from ..format import ArrayWriter, ListsWriter
 from ..hashing import vocab_keys
 from ..kernels.forward import width_for
 from ..kernels.indexing import forward_terms, merge_bucket, radix_argsort_u64
@@ -76,14 +76,13 @@ def merge_runs(
                                      r.n_terms + 1)[0]) for r in runs)  # the runs' strings: a bound on the merged ones
     vocab = ArrayWriter(out_dir, "vocab")
     bits = int(runs[0].mask if runs else 2**64 - 1).bit_length()  # of the hashes: the keys keep 32
-    indptr = ArrayWriter(out_dir, "postings_indptr", last=postings)
+    indptr = ListsWriter(out_dir, last=postings)  # format 7's postings directory (`kernels.lists`)
     docs = ArrayWriter(out_dir, "postings_docs")
     packer = PackedAppender(docs.append, byte_width_for(n_docs))
     tfs = ArrayWriter(out_dir, "postings_tf") if keep_tf else None
     # every term's string, in term order, to the work folder: encode_strings makes the compact form
     sig_off = work_writer(run_dir, "signal_offsets", last=string_bytes)
     sig_bytes = work_writer(run_dir, "signal_bytes")
-    indptr.append(np.zeros(1, dtype=np.int64))
     sig_off.append(np.zeros(1, dtype=np.int64))
     n_terms = 0
     n_postings = 0
@@ -93,7 +92,7 @@ def merge_runs(
     def append(m: _Bucket) -> None:
         nonlocal n_terms, n_postings, n_bytes
         vocab.append(vocab_keys(m.vocab, bits))
-        indptr.append(n_postings + np.cumsum(m.df))
+        indptr.append(m.df)
         packer.append(m.docs)
         if tfs is not None:
             tfs.append(m.tf)

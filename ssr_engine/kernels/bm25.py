@@ -22,6 +22,7 @@ import numba as nb
 import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
+from .lists import span
 from .packed import at
 from .topk import check_key_range, compact, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
@@ -42,7 +43,8 @@ def _bm25_batch(q_offsets, q_terms, q_weights, indptr, docs, tfs, doc_lengths, a
                 t = q_terms[j]
                 w = q_weights[j]
                 prev = np.int64(-1)
-                for p in range(indptr[t], indptr[t + 1]):
+                lo, hi = span(indptr, t)
+                for p in range(lo, hi):
                     d = at(docs, p)
                     if d >= n_docs or d <= prev or tfs[p] == 0:
                         bad = True  # corrupt postings (docs or tf): skipped, never used as an index

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .lists import length, span
 from .packed import at
 
 
@@ -23,7 +24,7 @@ def region_offsets(q_offsets, q_terms, indptr, k):
         total = np.int64(0)
         for j in range(q_offsets[q], q_offsets[q + 1]):
             t = q_terms[j]
-            total += indptr[t + 1] - indptr[t]
+            total += length(indptr, t)
         if k > 0 and total > k:
             total = k
         caps[q + 1] = caps[q] + total
@@ -42,7 +43,8 @@ def _union_sizes(q_offsets, q_terms, indptr, docs, n_docs, n_chunks, out):
             for j in range(q_offsets[q], q_offsets[q + 1]):
                 t = q_terms[j]
                 prev = np.int64(-1)
-                for p in range(indptr[t], indptr[t + 1]):
+                lo, hi = span(indptr, t)
+                for p in range(lo, hi):
                     d = at(docs, p)
                     if d >= n_docs or d <= prev:
                         bad = True  # corrupt postings_docs: flagged, never used as an index

@@ -11,21 +11,22 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .lists import span
 from .packed import at
 
 
 @nb.njit(cache=True, nogil=True)
-def live_df(indptr, docs, deleted):
+def live_df(indptr, v, docs, deleted):
     """Live postings of each term of a segment.
 
-    indptr int[V + 1]; docs its postings column (`packed`, (words, width)); deleted uint8[n] (1 = deleted),
+    indptr the postings directory of V = v terms (`lists.span`); docs its postings column (`packed`,
+    (words, width)); deleted uint8[n] (1 = deleted),
     or empty when nothing is. Returns (df int64[V], the first term whose postings name a document >= n, or -1).
     """
-    v = indptr.shape[0] - 1
     out = np.empty(v, dtype=np.int64)
     n = deleted.shape[0]
     for t in range(v):
-        lo, hi = indptr[t], indptr[t + 1]
+        lo, hi = span(indptr, t)
         if n == 0:
             out[t] = hi - lo
             continue
@@ -91,7 +92,8 @@ def copy_postings(indptr, docs, tfs, deleted, newdoc, terms, new_ids, cursor, ou
         t = terms[j]
         nt = new_ids[j]
         o = cursor[nt]
-        for p in range(indptr[t], indptr[t + 1]):
+        lo, hi = span(indptr, t)
+        for p in range(lo, hi):
             d = at(docs, p)
             if d >= n:
                 return t

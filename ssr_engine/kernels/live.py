@@ -16,6 +16,7 @@ import numpy as np
 from . import levels
 from .candidates import region_offsets
 from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables, fits
+from .lists import as_tuple, length
 from .merge import merge_two, span_compare
 from .probe import _CANDIDATES, RULE, STATS, WIDEN, ascending, search_one, workspace
 from .split import hist_level, rare_hist, rare_start
@@ -144,7 +145,7 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
                 for j in range(m):
                     tm = g_termss[s][a + j]
                     if tm >= 0:
-                        df[j] += indptrs[s][tm + 1] - indptrs[s][tm]
+                        df[j] += length(indptrs[s], tm)
             p = rare_start(df, m, cap)
             if p < m:
                 for s in scan_order:
@@ -183,7 +184,7 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
             cap = np.int64(0)
             for j in range(qo[q], qo[q + 1]):
                 tm = q_terms[j]
-                cap += indptr[tm + 1] - indptr[tm]
+                cap += length(indptr, tm)
             cap = min(cap, k)
             if cap == 0:
                 continue
@@ -289,6 +290,18 @@ def _frozen(a, dtype):
     return a
 
 
+def _offsets(lists):
+    """The offsets array of a postings directory (`kernels.lists`)."""
+    return lists[2] if isinstance(lists, tuple) else lists
+
+
+def frozen_lists(lists, dtype):
+    """A postings directory (`kernels.lists`) with its offsets as dtype, each array read-only (`_frozen`)."""
+    if isinstance(lists, tuple):
+        return _frozen(lists[0], np.uint64), _frozen(lists[1], np.uint32), _frozen(lists[2], dtype)
+    return _frozen(lists, dtype)
+
+
 def prepare_parts(parts, method="ssr", grank=None):
     """The parts' arrays as `search_parts` reads them: made once per collection and method and passed
     back in (typed lists cost microseconds an element to build; a small piece of a batch would pay it).
@@ -303,18 +316,22 @@ def prepare_parts(parts, method="ssr", grank=None):
     empty = np.zeros(0, dtype=np.uint8)
     # one typed list holds one array type: offsets stay int32 when every part's are (no copy of a
     # vocabulary-sized array per call); a mix is widened to int64
-    ip = np.int32 if all(np.asarray(p[2]).dtype == np.int32 for p in parts) else np.int64
+    ip = np.int32 if all(np.asarray(_offsets(p[2])).dtype == np.int32 for p in parts) else np.int64
     fp = np.int32 if all(np.asarray(p[7]).dtype == np.int32 for p in parts) else np.int64
     no_fwd = np.zeros(0, dtype=fp)  # levels reads every posting where a part has no forward index
     # the postings of a live index mixing formats (plain and packed parts) are all whole-byte columns
     packed = any(isinstance(p[3], tuple) for p in parts)
+    seven = any(isinstance(p[2], tuple) for p in parts)  # and their postings directories all format 7's
     for _, _, indptr, docs, rank, live, order, f_indptr, f_terms, _ in parts:
         if packed and not isinstance(docs, tuple):
             docs = (_frozen(docs, np.uint32).view(np.uint8), 32)
+        indptr = frozen_lists(as_tuple(indptr) if seven else indptr, ip)
         for lst, a, dt in zip(lists, (indptr, docs, rank, empty if live is None else live.view(np.uint8), order,
                                       f_indptr if method == "ssr" else no_fwd, f_terms),
                               (ip, np.uint32, np.uint32, np.uint8, np.int64, fp, np.uint32), strict=True):
-            if isinstance(a, tuple):  # a packed column (forward rows, packed postings)
+            if a is indptr:
+                lst.append(a)
+            elif isinstance(a, tuple):  # a packed column (forward rows, packed postings)
                 lst.append((_frozen(a[0], np.uint8 if a is docs else dt), np.int64(a[1])))
             else:
                 lst.append(_frozen(a, dt))

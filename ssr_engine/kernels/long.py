@@ -22,6 +22,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .lists import length, span
 from .packed import at
 from .prune import _contains
 from .topk import doc_key, ranks_after
@@ -40,7 +41,7 @@ def rare_docs(a, h, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live,
     total = 0
     for j in range(h, m):
         t = q_terms[a + j]
-        total += indptr[t + 1] - indptr[t]
+        total += length(indptr, t)
     cd = np.empty(min(total, most + 1), np.int64)
     cs = np.empty(cd.shape[0], np.float64)
     cm = np.empty(cd.shape[0], np.int32)
@@ -51,7 +52,8 @@ def rare_docs(a, h, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live,
     for j in range(h, m):
         t = q_terms[a + j]
         prev = -1
-        for p in range(indptr[t], indptr[t + 1]):
+        lo, hi = span(indptr, t)
+        for p in range(lo, hi):
             d = at(docs, p)
             if d <= prev or d >= n_docs:
                 return -2, cd[:0], cs[:0], cm[:0], ck[:0]
@@ -68,7 +70,8 @@ def rare_docs(a, h, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live,
         c = 0
         for j in range(m):  # ascending weight: the canonical sum
             t = q_terms[a + j]
-            if _contains(docs, indptr[t], indptr[t + 1], d):
+            lo, hi = span(indptr, t)
+            if _contains(docs, lo, hi, d):
                 s += q_weights[a + j]
                 c += 1
         cd[nc] = d
@@ -89,7 +92,7 @@ def split_long(q, k, h, q_offsets, q_terms, q_weights, indptr, docs, doc_rank, n
                                    live, RARE_POSTINGS)
     held = 0
     for j in range(h):
-        held += indptr[q_terms[a + j] + 1] - indptr[q_terms[a + j]]
+        held += length(indptr, q_terms[a + j])
     return (-1 if nc == -2 else -3) if nc < 0 else nc, (cd, cs, cm, ck), min(k + nc, held)
 
 

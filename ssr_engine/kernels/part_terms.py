@@ -21,6 +21,7 @@ import numba as nb
 import numpy as np
 
 from .fnv import fnv1a64
+from .lists import span
 from .query import _by_weight, weight
 from .spans import span_equal  # eight bytes a load (a word compare)
 from .strings import sound, term_equal
@@ -138,7 +139,7 @@ def lookup_parts(keys, order, data, offsets, vocabs, checkeds, shift, strict, ta
             while p < v and vocab[p] == keys[i]:
                 if block_sound(vocab, p >> shift, shift, checked, strict) >= 0:
                     return s
-                a, b = indptr[p], indptr[p + 1]
+                a, b = span(indptr, p)
                 if a < 0 or b < a or b > n_postings[s] or b - a > n_docs[s] or not sound(t_off, n_bytes, codes,
                                                                                         bits, p):
                     return s

@@ -34,6 +34,7 @@ import numpy as np
 
 from . import levels
 from .candidates import CorruptIndexData, region_offsets
+from .lists import length, span
 from .packed import at, contains
 from .ssr import DEFAULT_BLOCK, _search_one
 from .topk import check_key_range, compact_failed, deheap_sort, doc_key, heap_push
@@ -127,8 +128,7 @@ def _maxscore_one(q, indptr, docs, doc_rank, n_docs, q_offsets, q_terms, q_weigh
     prefix[0] = 0.0
     for j in range(m):
         t = q_terms[a + j]
-        cur[j] = indptr[t]
-        end[j] = indptr[t + 1]
+        cur[j], end[j] = span(indptr, t)
         prefix[j + 1] = prefix[j] + q_weights[a + j]
     size = 0
     p = 0  # terms 0..p-1 are non-essential
@@ -232,7 +232,7 @@ def _postings(q, q_offsets, q_terms, indptr):
     """Postings of query q's terms (the sum of their df)."""
     total = np.int64(0)
     for j in range(q_offsets[q], q_offsets[q + 1]):
-        total += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
+        total += length(indptr, q_terms[j])
     return total
 
 

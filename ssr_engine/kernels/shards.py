@@ -11,6 +11,7 @@ import numpy as np
 
 from . import probe
 from .levels import _EVERY_DOC
+from .lists import length
 from .merge import merge_two
 from .topk import heap_arrays
 
@@ -89,7 +90,7 @@ def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, 
         for s in range(n_shards):
             indptr = indptrs[s]
             for j in range(q_offs[s, q], q_offs[s, q + 1]):
-                held[q, s] += indptr[q_terms[j] + 1] - indptr[q_terms[j]]
+                held[q, s] += length(indptr, q_terms[j])
             total += held[q, s]
         caps[q + 1] = caps[q] + min(total, k)
     out_s, out_m, out_k = heap_arrays(caps[nq])

@@ -32,6 +32,7 @@ import numba as nb
 import numpy as np
 
 from .levels import first_at
+from .lists import length, span
 from .packed import at
 from .prune import _gallop
 from .topk import deheap_sort, doc_key, heap_push
@@ -46,7 +47,7 @@ _SCAN = 64
 def _df(indptr, q_terms, a, j):
     """The document frequency of the query's term j (its list's length)."""
     t = q_terms[a + j]
-    return indptr[t + 1] - indptr[t]
+    return length(indptr, t)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -135,8 +136,7 @@ def small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, ca
         nj = _df(indptr, q_terms, a, j)
         for i in range(m):
             t = q_terms[a + i]
-            cur[i] = indptr[t]
-            end[i] = indptr[t + 1]
+            cur[i], end[i] = span(indptr, t)
             # a list at most _SCAN times as long as list j is walked, a longer one galloped
             scan[i] = end[i] - cur[i] <= _SCAN * nj
         bit = 1 << j

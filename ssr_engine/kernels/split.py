@@ -17,6 +17,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .lists import length
 from .packed import at
 from .ssr import block_start, open_lists
 
@@ -127,7 +128,7 @@ def first_level(q_terms, a, m, indptr, docs, n_docs, live, block, cap, level, nl
     """
     df = np.empty(m, np.int64)
     for j in range(m):
-        df[j] = indptr[q_terms[a + j] + 1] - indptr[q_terms[a + j]]
+        df[j] = length(indptr, q_terms[a + j])
     p = rare_start(df, m, cap)
     if p == m:
         return nl - 1

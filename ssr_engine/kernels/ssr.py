@@ -23,6 +23,7 @@ import numpy as np
 
 from .candidates import CorruptIndexData, cap_k, region_offsets
 from .forward import term_at
+from .lists import span
 from .packed import at
 from .topk import check_key_range, compact, compact_failed, deheap_sort, doc_key, heap_arrays, heap_push, rejects
 
@@ -60,8 +61,7 @@ def open_lists(q_terms, a, p, m, indptr, cur, end, last):
     """Cursors on the lists of query terms a+p..a+m-1: cur/end/last[j] = first posting, past the end, -1."""
     for j in range(p, m):
         t = q_terms[a + j]
-        cur[j] = indptr[t]
-        end[j] = indptr[t + 1]
+        cur[j], end[j] = span(indptr, t)
         last[j] = -1
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .lists import span
 from .strings import sound, term_equal
 from .validate import block_sound
 
@@ -78,7 +79,7 @@ def lookup(keys, data, offsets, vocab, checked, shift, strict, signal_bytes, sig
         while p < v and vocab[p] == keys[i]:
             if block_sound(vocab, p >> shift, shift, checked, strict) >= 0:
                 return terms, df, False
-            a, b = indptr[p], indptr[p + 1]
+            a, b = span(indptr, p)
             # validate.check_terms' conditions, for the same terms
             if a < 0 or b < a or b > n_postings or b - a > n_docs or not sound(signal_offsets, n_bytes, signal_codes,
                                                                                 bits, p):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .lists import span
 from .packed import at
 
 _RANGE = 1 << 20  # entries per parallel work item
@@ -54,19 +55,20 @@ def permutation(a):
 
 
 @nb.njit(cache=True, parallel=True)
-def rows_ascending_below(indptr, rows, bound):
+def rows_ascending_below(indptr, rows, bound, n_rows):
     """First row whose values are not strictly ascending or not all < bound, or -1.
 
-    indptr int32 or int64[R + 1] (already checked monotone, from 0 to the number of values), rows
-    a column (`packed.at`): the postings or the forward rows.
+    indptr the rows' offsets (`lists.span`: int32 or int64[R + 1], or format 7's postings directory;
+    already checked monotone, from 0 to the number of values), rows a column (`packed.at`): the
+    postings or the forward rows; n_rows = R.
     """
-    n_rows = indptr.shape[0] - 1
     n_ranges = (n_rows + _RANGE - 1) // _RANGE
     found = np.full(max(n_ranges, 1), -1, dtype=np.int64)
     for r in nb.prange(n_ranges):
         for row in range(r * _RANGE, min((r + 1) * _RANGE, n_rows)):
             prev = np.int64(-1)
-            for p in range(indptr[row], indptr[row + 1]):
+            lo, hi = span(indptr, row)
+            for p in range(lo, hi):
                 v = at(rows, p)
                 if v <= prev or v >= bound:
                     found[r] = row
