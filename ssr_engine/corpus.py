@@ -10,9 +10,8 @@ the body, so bigrams never span title and body (DESIGN.md 6). A chunk carries it
 UTF-8 bytes plus value spans, ready for `extract`; nothing per document is turned into Python
 strings except the external ids.
 
-Why one module of a little over 400 lines: every source yields the same `Chunk`, through the same
-bad-line policy (`_fail_or_record`) and chunk assembly; split by source, each part would import
-those from the others.
+Every source yields the same `Chunk` through the same bad-line policy (`_fail_or_record`); JSONL lines
+and an iterable's items are assembled alike (`_Documents`).
 """
 
 from __future__ import annotations
@@ -148,7 +147,7 @@ def _utf8_bad_lines(raw: bytes, line_starts: np.ndarray) -> dict[int, str]:
             pos = int(line_starts[nxt])
 
 
-def _fail_or_record(path: Path, line: int, reason: str, skip: bool, bad: list[BadLine]) -> None:
+def _fail_or_record(path: object, line: int, reason: str, skip: bool, bad: list[BadLine]) -> None:
     if not skip:
         raise InputError(path, line, reason)
     bad.append(BadLine(line, reason))
@@ -262,22 +261,30 @@ def _jsonl_document(path: Path, line: int, raw: bytes, any_id: bool = False) -> 
         raise InputError(path, line, str(exc)) from None
 
 
-def _values_chunk(ids: list[str], lines: list[int], values: list[bytes], counts: list[int], bad: list[BadLine],
-                  pos: int) -> Chunk:
-    sizes = np.array([len(v) for v in values], dtype=np.int64)
-    ends = np.cumsum(sizes)
-    doc_values = np.zeros(len(ids) + 1, dtype=np.int64)
-    doc_values[1:] = np.cumsum(np.array(counts, dtype=np.int64))
-    return Chunk(
-        ids=ids,
-        lines=np.array(lines, dtype=np.int64),
-        data=np.frombuffer(b"".join(values), dtype=np.uint8),
-        value_starts=ends - sizes,
-        value_ends=ends,
-        doc_values=doc_values,
-        bad=bad,
-        source_pos=pos,
-    )
+class _Documents:
+    """A chunk being assembled from documents given as values (JSONL lines, an iterable's items)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.lines: list[int] = []
+        self.values: list[bytes] = []
+        self.counts: list[int] = []
+        self.bad: list[BadLine] = []
+
+    def add(self, doc_id: str, line: int, values: list[bytes]) -> None:
+        self.ids.append(doc_id)
+        self.lines.append(line)
+        self.values.extend(values)
+        self.counts.append(len(values))
+
+    def chunk(self, pos: int) -> Chunk:
+        sizes = np.array([len(v) for v in self.values], dtype=np.int64)
+        ends = np.cumsum(sizes)
+        doc_values = np.zeros(len(self.ids) + 1, dtype=np.int64)
+        doc_values[1:] = np.cumsum(np.array(self.counts, dtype=np.int64))
+        return Chunk(ids=self.ids, lines=np.array(self.lines, dtype=np.int64),
+                     data=np.frombuffer(b"".join(self.values), dtype=np.uint8), value_starts=ends - sizes,
+                     value_ends=ends, doc_values=doc_values, bad=self.bad, source_pos=pos)
 
 
 def read_jsonl(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, any_id: bool = False,
@@ -286,37 +293,24 @@ def read_jsonl(path: str | Path, chunk_docs: int, skip_bad_lines: bool = False, 
     "text"}; Pyserini {"id", "contents"} (see `document_fields`)."""
     path = Path(path)
     for raw, first_line, pos in _complete_line_blocks(path, chunk_docs, span=span):
-        ids: list[str] = []
-        lines: list[int] = []
-        values: list[bytes] = []
-        counts: list[int] = []
-        bad: list[BadLine] = []
+        docs = _Documents()
         for i, line in enumerate(raw.split(b"\n")):
             if not line.strip():
                 continue  # blank lines (and the final newline) carry no document
             try:
                 doc_id, fields = _jsonl_document(path, first_line + i, line, any_id)
             except InputError as exc:
-                if not skip_bad_lines:
-                    raise
-                bad.append(BadLine(first_line + i, str(exc).split(": ", 1)[-1]))
+                _fail_or_record(path, first_line + i, exc.reason, skip_bad_lines, docs.bad)
                 continue
-            ids.append(doc_id)
-            lines.append(first_line + i)
-            values.extend(v.encode("utf-8", "surrogatepass") for v in fields)
-            counts.append(len(fields))
-        yield _values_chunk(ids, lines, values, counts, bad, pos)
+            docs.add(doc_id, first_line + i, [v.encode("utf-8", "surrogatepass") for v in fields])
+        yield docs.chunk(pos)
 
 
 def read_documents(docs: Iterable[Any], chunk_docs: int, skip_bad_lines: bool = False,
                    label: str = ITERABLE_LABEL) -> Iterator[Chunk]:
     """Documents from any iterable (`document_fields` says what an item may be); the "line" of an
     item in errors and in the manifest is its 1-based position."""
-    ids: list[str] = []
-    lines: list[int] = []
-    values: list[bytes] = []
-    counts: list[int] = []
-    bad: list[BadLine] = []
+    out = _Documents()
     consumed = 0
     for position, item in enumerate(docs, start=1):
         try:
@@ -324,20 +318,15 @@ def read_documents(docs: Iterable[Any], chunk_docs: int, skip_bad_lines: bool = 
             encoded = [v.encode("utf-8") for v in fields]
         except (ValueError, UnicodeEncodeError) as exc:
             reason = f"not valid UTF-8 text ({exc.reason})" if isinstance(exc, UnicodeEncodeError) else str(exc)
-            if not skip_bad_lines:
-                raise InputError(label, position, reason) from None
-            bad.append(BadLine(position, reason))
+            _fail_or_record(label, position, reason, skip_bad_lines, out.bad)
             continue
-        ids.append(doc_id)
-        lines.append(position)
-        values.extend(encoded)
-        counts.append(len(encoded))
+        out.add(doc_id, position, encoded)
         consumed += sum(len(v) for v in encoded)
-        if len(ids) >= chunk_docs:
-            yield _values_chunk(ids, lines, values, counts, bad, consumed)
-            ids, lines, values, counts, bad = [], [], [], [], []
-    if ids or bad:
-        yield _values_chunk(ids, lines, values, counts, bad, consumed)
+        if len(out.ids) >= chunk_docs:
+            yield out.chunk(consumed)
+            out = _Documents()
+    if out.ids or out.bad:
+        yield out.chunk(consumed)
 
 
 def read_irds(name: str, chunk_docs: int, skip_bad_lines: bool = False) -> Iterator[Chunk]:

@@ -264,3 +264,40 @@ def test_tsv_lines_follow_the_rules(tmp_path, seed):
     first_bad = min(bad)
     with pytest.raises(InputError, match=rf"c\.tsv:{first_bad}: "):
         list(read_tsv(path, chunk_docs=7))
+
+
+def test_jsonl_and_iterable_chunks_keep_documents_lines_and_bad_reasons(tmp_path):
+    """JSONL lines and an iterable's items, read in chunks of 2 with bad lines skipped: every good document's
+    line and values, and each bad line's reason as the error gives it (a path holding ": " included)."""
+    from ssr_engine.corpus import read_documents, read_jsonl
+
+    lines = ['{"id": "1", "text": "alpha"}', "not json", '{"_id": "2", "title": "T", "text": "beta"}', "",
+             '{"text": "no id"}', '["a list"]', '{"id": "3", "contents": "gamma delta"}']
+    folder = tmp_path / "a: b"
+    folder.mkdir()
+    path = folder / "d.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    items = [("1", "alpha"), {"text": "no id"}, ("2", "x \ud800"), {"id": "3", "fields": ["T", "beta"]}]
+    for chunks, want_good, bad_lines, source in (
+            (read_jsonl(path, 2, skip_bad_lines=True), [(1, "1", ["alpha"]), (3, "2", ["T", "beta"]),
+                                                        (7, "3", ["gamma delta"])], [2, 5, 6], path),
+            (read_documents(items, 2, skip_bad_lines=True), [(1, "1", ["alpha"]), (4, "3", ["T", "beta"])], [2, 3],
+             "<python iterable>")):
+        chunks = list(chunks)
+        good = [(int(c.lines[d]), doc_id, [c.data[c.value_starts[v]:c.value_ends[v]].tobytes().decode()
+                                           for v in range(c.doc_values[d], c.doc_values[d + 1])])
+                for c in chunks for d, doc_id in enumerate(c.ids)]
+        assert good == want_good
+        bad = [b for c in chunks for b in c.bad]
+        assert [b.line for b in bad] == bad_lines
+        for b in bad:  # the reason recorded is the one the error gives for that line alone
+            if source == path:
+                alone = folder / f"line-{b.line}.jsonl"
+                alone.write_text(lines[b.line - 1] + "\n", encoding="utf-8")
+                with pytest.raises(InputError) as err:
+                    list(read_jsonl(alone, 2))
+                assert str(err.value) == f"{alone}:1: {b.reason}"
+            else:
+                with pytest.raises(InputError) as err:
+                    list(read_documents([items[b.line - 1]], 2))
+                assert str(err.value) == f"{source}:1: {b.reason}"

@@ -99,3 +99,22 @@ def test_uses_and_face_call_no_kernel():
               if layers[path.relative_to(PACKAGE).parts[0].removesuffix(".py")] >= 3
               for line, room in imported_rooms(path) if room == "kernels"]
     assert not direct, direct
+
+
+def named_in_architecture() -> set[str]:
+    """Every word inside a backtick span of ARCHITECTURE.md (`kernels/merge.merge_two` gives kernels, merge,
+    merge_two)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    return {w for span in re.findall(r"`([^`]+)`", text) for w in re.split(r"[^A-Za-z0-9_]+", span) if w}
+
+
+def test_every_module_is_named_in_architecture_and_every_kernel_has_its_row():
+    # a newcomer finds a room from ARCHITECTURE.md only if the room is there: a new module must be named
+    named = named_in_architecture()
+    modules = [p.relative_to(PACKAGE) for p in sorted(PACKAGE.rglob("*.py")) if p.stem not in FACE]
+    assert len(modules) > 100
+    missing = [str(m) for m in modules if m.stem not in named]
+    assert not missing, f"modules ARCHITECTURE.md never names: {missing}"
+    rows = set(re.findall(r"^\| `kernels/(\w+)` \|", (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"), re.M))
+    kernels = {m.stem for m in modules if m.parts[0] == "kernels"}
+    assert kernels == rows, f"kernel modules without a row: {kernels - rows}; rows without a module: {rows - kernels}"

@@ -273,7 +273,8 @@ def test_parts_of_different_settings_are_refused(tmp_path):
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_two_step_merge_equals_the_one_step_merge(data):
-    """select_candidates + order_candidates (ids read only for possible top-k rows) == merge_ranked."""
+    """merge_ranked == a sort of each query's rows by the full key; select_candidates keeps the best k on
+    (score, matches) and every row tying with the k-th; + order_candidates == merge_ranked."""
     from ssr_engine.kernels.merge import merge_ranked, order_candidates, select_candidates
 
     n_parts = data.draw(st.integers(1, 4))
@@ -300,6 +301,12 @@ def test_two_step_merge_equals_the_one_step_merge(data):
     codes = np.array([r[2] for r in rows] or [""], dtype=f"<U{width}").view(np.uint32).reshape(-1, width)
     want_off, want = merge_ranked(table, scores, matches, codes, k, integer)
     sel, picked = select_candidates(table, scores, matches, k)
+    for q in range(nq):
+        mine = sorted(range(table[q, 0], table[q, -1]), key=lambda r: (-rows[r][0], -rows[r][1], rank[rows[r][2]]))
+        assert want[want_off[q]:want_off[q + 1]].tolist() == mine[: k or None]
+        bar = (rows[mine[k - 1]][0], rows[mine[k - 1]][1]) if 0 < k <= len(mine) else (-1.0, -1)
+        assert sorted(picked[sel[q]:sel[q + 1]].tolist()) == sorted(r for i, r in enumerate(mine) if k <= 0 or i < k
+                                                                  or (rows[r][0], rows[r][1]) == bar)
     got_off, pos = order_candidates(sel, scores[picked], matches[picked], codes[picked], k, integer)
     assert got_off.tolist() == want_off.tolist()
     assert picked[pos].tolist() == want.tolist()

@@ -86,6 +86,10 @@ def _collect(a, p, m, q_terms, indptr, docs, n_docs, block, live, mask, touched,
 
     mask uint16[block] must be zero and is left zero. Returns the candidate count, or -1 for corrupt
     postings (not strictly ascending, or >= n_docs).
+
+    One of two loops over E's blocks (both through `levels.next_block`): this one keeps every candidate, as
+    `_attempt` must bucket them all by bound before probing the best first; `_complete` settles each block
+    before reading the next (bounds, the other lists, the heap), so it holds no candidate across blocks.
     """
     open_lists(q_terms, a, p, m, indptr, cur, end, last)
     n = 0
