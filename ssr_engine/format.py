@@ -48,7 +48,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from tokenize import TokenError
 from typing import Any
 
 import numpy as np
@@ -65,6 +64,7 @@ from .arrays import (  # noqa: F401
     ListsWriter,
     accepted_dtypes,
     array_file,
+    load_mapped,
     npy_data_offset,
     offsets_dtype,
     read_slice,
@@ -325,10 +325,7 @@ def _open_array(directory: Path, name: str, record: FileRecord | None) -> np.nda
     size = path.stat().st_size
     if size != record.bytes:
         raise IndexFormatError(f"{path}: {size} bytes, the manifest says {record.bytes} (truncated or replaced)")
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError, SyntaxError, TokenError) as exc:  # a garbled header, whatever the parser
-        raise IndexFormatError(f"{path}: corrupt array file ({exc})") from exc
+    arr = load_mapped(path)
     accepted = accepted_dtypes(name)
     if arr.dtype not in accepted or arr.ndim != 1:
         raise IndexFormatError(f"{path}: dtype {arr.dtype} shape {arr.shape}, expected 1-d "
