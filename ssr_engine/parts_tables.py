@@ -117,32 +117,57 @@ def parts_arrays(searcher: Any, method: str):
 def id_tables(searcher: Any) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray]:
     """The collection's ids as UTF-8 (offsets int64[N + 1] by collection number, bytes), each
     part's documents in id order, and every document's rank in the collection's id order
-    (`kernels.live.collection_rank`); made once per searcher."""
+    (`kernels.live.collection_rank`); made once per searcher, from each part's pieces (`part_ids`,
+    `part_order`: kept on its index, so a new commit of a live index reads only its new segments' ids)."""
     if searcher._ids is None:
-        import pyarrow as pa
-
         from .kernels.live import collection_rank
 
         offsets, chunks, orders, total = [np.zeros(1, dtype=np.int64)], [], [], 0
         for i, p in enumerate(searcher.parts):
-            p.index._load_ids()  # ids_of loads them anyway
-            ids = p.index._id_arrow
-            ids = ids.cast(pa.large_string()) if ids.type != pa.large_string() else ids
-            off = np.frombuffer(ids.buffers()[1], dtype=np.int64)[ids.offset: ids.offset + len(ids) + 1]
-            data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[off[0]: off[-1]] if len(ids) else \
-                np.zeros(0, dtype=np.uint8)
-            offsets.append(off[1:] - off[0] + total)
+            off, data = part_ids(p.index)
+            offsets.append(np.add(off[1:], total, dtype=np.int64))
             chunks.append(data)
             total += data.shape[0]
-            rank = np.asarray(searcher.ranks[i])
-            order = np.empty(rank.shape[0], dtype=np.int64)
-            order[rank] = np.arange(rank.shape[0], dtype=np.int64)
-            orders.append(order)
+            orders.append(part_order(p.index, searcher.ranks[i], searcher.integer))
         id_offsets = np.concatenate(offsets)
         id_bytes = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
         searcher._ids = (id_offsets, id_bytes, orders,
-                     collection_rank(orders, searcher.bases[:-1], id_offsets, id_bytes, searcher.integer))
+                         collection_rank(orders, searcher.bases[:-1], id_offsets, id_bytes, searcher.integer))
     return searcher._ids
+
+
+def part_ids(index: Any) -> tuple[np.ndarray, np.ndarray]:
+    """One index's ids as UTF-8: offsets (int32 or int64 [n + 1], from 0) and bytes (uint8), views of its
+    Arrow id array (nothing copied); kept on the index (an index never changes; a live index's segments
+    outlive its commits)."""
+    cached = vars(index).get("_id_utf8")
+    if cached is None:
+        import pyarrow as pa
+
+        index._load_ids()  # ids_of loads them anyway
+        ids = index._id_arrow
+        wide = ids.type == pa.large_string()
+        if not wide and ids.type != pa.string():
+            ids, wide = ids.cast(pa.large_string()), True
+        off = np.frombuffer(ids.buffers()[1], dtype=np.int64 if wide else np.int32)
+        off = off[ids.offset: ids.offset + len(ids) + 1]
+        data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[off[0]: off[-1]] if len(ids) else \
+            np.zeros(0, dtype=np.uint8)
+        cached = vars(index)["_id_utf8"] = (off - off[0] if off[0] else off, data)
+    return cached
+
+
+def part_order(index: Any, rank: np.ndarray, integer: bool) -> np.ndarray:
+    """The index's documents in the collection's id order (int64[n], the inverse of `rank`, its
+    `parts.part_rank` under the order `integer`); kept on the index per order."""
+    key = "_id_order_int" if integer else "_id_order_str"
+    order = vars(index).get(key)
+    if order is None:
+        rank = np.asarray(rank)
+        order = np.empty(rank.shape[0], dtype=np.int64)
+        order[rank] = np.arange(rank.shape[0], dtype=np.int64)
+        vars(index)[key] = order
+    return order
 
 
 def id_rows(searcher: Any) -> np.ndarray | None:
