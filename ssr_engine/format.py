@@ -256,8 +256,8 @@ class Index(TermTable):
         source = self._id_file if self._id_file is not None else self.path / DOC_IDS
         if self._id_file is not None:
             self._id_file.seek(0)
-        try:
-            table = pq.read_table(source, columns=["id"])
+        try:  # ParquetFile.read, not pq.read_table: that imports pandas (0.3-0.6 CPU s, a process's first read)
+            table = pq.ParquetFile(source).read(columns=["id"])
         except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on garbage
             raise IndexFormatError(f"{self.path / DOC_IDS}: unreadable id table ({exc})") from exc
         ids = table.column("id").combine_chunks()
