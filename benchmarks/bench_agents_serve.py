@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -46,6 +45,7 @@ from ssr_engine.agents.discovery import build_registry  # noqa: E402
 from ssr_engine.agents.live import LiveRegistry  # noqa: E402
 from ssr_engine.agents.sources import write_cards  # noqa: E402
 from ssr_engine.datagen.cards import iter_registry, make_queries  # noqa: E402
+from ssr_engine.eval.stats import percentiles  # noqa: E402
 
 TOKEN = "bench-token"
 
@@ -130,14 +130,15 @@ HISTOGRAM_MS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 500, 1000)
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
-    """p50, p90, p99, max, rounds over 100 ms, a histogram (upper bounds in ms: count) and every value."""
+    """p50, p90, p99 (`eval.stats.percentiles`), max, rounds over 100 ms, a histogram (upper bounds in ms: count)
+    and every value."""
     values = sorted(values)
     bins = {f"<={b}": 0 for b in HISTOGRAM_MS} | {f">{HISTOGRAM_MS[-1]}": 0}
     for v in values:
         bins[next((f"<={b}" for b in HISTOGRAM_MS if v <= b), f">{HISTOGRAM_MS[-1]}")] += 1
-    return {"p50_ms": round(statistics.median(values), 2), "p90_ms": round(values[int(0.9 * len(values))], 2),
-            "p99_ms": round(values[min(len(values) - 1, int(0.99 * len(values)))], 2),
-            "max_ms": round(values[-1], 2), "over_100_ms": sum(v > 100 for v in values),
+    pct = percentiles(values, (50, 90, 99))  # the project's definition (`eval.stats`: linear interpolation)
+    return {**{f"{q}_ms": round(v, 2) for q, v in pct.items()}, "max_ms": round(values[-1], 2),
+            "over_100_ms": sum(v > 100 for v in values),
             "histogram": {k: n for k, n in bins.items() if n}, "values_ms": [round(v, 1) for v in values]}
 
 
@@ -186,7 +187,7 @@ def update_visibility(url: str, index: Path, rounds: int = 60) -> dict[str, Any]
     merging = [bool(e["merging"]) for e in extra]
     beside = {w: [v for v, m in zip(own, merging, strict=True) if m == (w == "with")] for w in ("with", "without")}
     overlap = {"rounds_with_a_merge": sum(merging), "gc_ms_total": round(sum(e["gc_ms"] or 0 for e in extra), 1),
-               **{f"median_ms_{w}": round(statistics.median(v), 1) if v else None for w, v in beside.items()}}
+               **{f"median_ms_{w}": round(percentiles(v, (50,))["p50"], 1) if v else None for w, v in beside.items()}}
     return {"rounds": rounds, "own_put_then_visible": _summary(own), "first_write_after_start": first,
             "put_answered": _summary(put_ms), "put_server_phases": server, "slowest_own_rounds": slowest,
             "own_rounds_beside_merges_and_gc": overlap,

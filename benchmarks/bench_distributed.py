@@ -3,13 +3,14 @@
     build  --collection C --out DIR [--shards 4] [--runner ray|processes] [--only single|sharded]
         Time `build_index` (DIR/single) and `build_sharded` (DIR/sharded) of C, one after the other
         in this process (the single build in a child process, so Ray is not running meanwhile).
-    search --single DIR1 --sharded DIR2 --queries Q [-k 10 1000] [--rounds 2] [--latency 1000] [--actors 0]
+    search --single DIR1 --sharded DIR2 --queries Q [-k 10 1000] [--rounds 3] [--latency 1000] [--actors 0]
         Start a local Ray instance (timed), then for each count of `--actors` (0: the default, one
         per CPU; each holds a group of shards) the actors (timed) and for each k: every
         query through the single index (Searcher, all cores), through the actors (ShardedSearcher)
-        and in this process (LocalSharded, no Ray); the best of `rounds` batch timings; every
-        query's ids, score bits, matches and document numbers compared with the single index's (the
-        single index and the actors alternate round after round). Also the driver's merge alone, on
+        and in this process (LocalSharded, no Ray; the first count of actors only), the three
+        alternating round after round: each round's ratios to the single index (side by side) and
+        their median, and the ratio of the best walls; every query's ids, score bits, matches and
+        document numbers compared with the single index's. Also the driver's merge alone, on
         the shards' own lists (the price of the merge); the terms' share of the work of one index and
         of one actor's shards (one thread, `fixed_cost`); and the latency of single queries (the first
         `latency` queries one after another, p50/p99 ms) through the single index and the actors.
@@ -83,16 +84,17 @@ def compare(args: argparse.Namespace, queries: list[str], k: int, single, ray_s,
     driver's merge alone, the fixed costs, the latency of single queries."""
     import ray
 
-    # one index and the actors alternate, round after round (a load change hits both); best of each
-    (t_one, t_ray), want, got = alternating([lambda: single.search_batch(queries, k),
-                                             lambda: ray_s.search_batch(queries, k)], args.rounds)
-    bad_ray = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
-    del got
-    t_local, bad_local = 0.0, None
+    # one index, the actors and the in-process shards alternate, round after round (a load change hits them
+    # alike): each round's ratios are side by side; their median and the best walls' ratio are reported
+    fns = [lambda: single.search_batch(queries, k), lambda: ray_s.search_batch(queries, k)]
     if local is not None:
-        t_local, _, got = timed(lambda: local.search_batch(queries, k), args.rounds)
-        bad_local = sum(not identical(a, b) for a, b in zip(got, want, strict=True))
-        del got
+        fns.append(lambda: local.search_batch(queries, k))
+    walls, outs = alternating(fns, args.rounds)
+    want = outs[0]
+    bad = [sum(not identical(a, b) for a, b in zip(got, want, strict=True)) for got in outs[1:]]
+    del outs
+    best = [min(w) for w in walls]
+    ratios = [[round(one / other, 3) for one, other in zip(walls[0], w, strict=True)] for w in walls[1:]]
     # the merge alone: every actor's own top k (one round of all queries), merged as the driver does
     obj = ray.put(np.array(queries, dtype=str))
     parts = ray.get([a.search.remote(obj, k) for a in ray_s.actors])
@@ -101,11 +103,15 @@ def compare(args: argparse.Namespace, queries: list[str], k: int, single, ray_s,
     ray_s.merge(parts, len(queries), k)
     t_merge = time.perf_counter() - t
     n = len(queries)
-    emit(phase="search", k=k, queries=n, actors=len(ray_s.actors), single_qps=round(n / t_one, 1),
-         ray_qps=round(n / t_ray, 1), local_qps=None if local is None else round(n / t_local, 1),
-         ray_ratio=round(t_one / t_ray, 3), local_ratio=None if local is None else round(t_one / t_local, 3),
-         merge_seconds=round(t_merge, 3), actor_rows=rows,
-         ranked=ray_s.manifest.ranked, mismatches_ray=bad_ray, mismatches_local=bad_local,
+    local_at = 2 if local is not None else None
+    emit(phase="search", k=k, queries=n, actors=len(ray_s.actors), rounds=args.rounds,
+         single_qps=round(n / best[0], 1), ray_qps=round(n / best[1], 1),
+         local_qps=None if local_at is None else round(n / best[local_at], 1),
+         ray_ratio=round(best[0] / best[1], 3), ray_ratio_median=float(np.median(ratios[0])), ray_ratios=ratios[0],
+         local_ratio=None if local_at is None else round(best[0] / best[local_at], 3),
+         local_ratio_median=None if local_at is None else float(np.median(ratios[1])),
+         local_ratios=None if local_at is None else ratios[1], merge_seconds=round(t_merge, 3), actor_rows=rows,
+         ranked=ray_s.manifest.ranked, mismatches_ray=bad[0], mismatches_local=None if local_at is None else bad[1],
          results=sum(len(r) for r in want))
     del want, parts
     fixed_cost(single, worker, queries, k)
@@ -155,7 +161,7 @@ def main() -> None:
     b.add_argument("--only", choices=("single", "sharded"))
     s = command(sub, "search", "--single", "--sharded", "--queries")
     s.add_argument("-k", type=int, nargs="+", default=[10, 1000])
-    s.add_argument("--rounds", type=int, default=2)
+    s.add_argument("--rounds", type=int, default=3)
     s.add_argument("--latency", type=int, default=1000, help="single queries timed one by one (0: none)")
     s.add_argument("--actors", type=int, nargs="+", default=[0],
                    help="actors, one run each (0: one per CPU, the default of ShardedSearcher)")

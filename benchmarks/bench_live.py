@@ -1,15 +1,18 @@
 """Live indexes at scale: exactness and speed of add / delete / compact (issue 14).
 
-    exact  --collection C --queries Q --work DIR [--parts 10] [--delete 0.05] [-k 10 1000] [--no-merge] [--live L ...]
+    exact  --collection C --queries Q --work DIR [--parts 10] [--delete 0.05] [-k 10 1000] [--no-merge] [--keep K]
+           [--live L ...]
         Build C as `parts` segments (one build, then parts - 1 `LiveIndex.add`s; `--no-merge`: without the
         merge policy, so `parts` segments stay), deleting a fraction
         of the live ids after each add; build the live documents fresh; compare every query's top k
         (ids, score bits, matches). Then q/s of the live index, of it compacted, and of the fresh build.
+        `--keep K`: copy the live index to K before compacting it (for `qps`).
         `--live L [L2 ...]`: existing live indexes of C's documents instead: one fresh build, the comparisons.
     big    --collection C --work DIR [--docs 1000] [--rounds 3] [--compact] [--live-tsv F]
         On the whole collection (8.8M): time a fresh build (unless DIR/idx exists), then `rounds` times:
-        add `docs` new documents until a reopened Searcher sees them (round 0: the index's first change),
-        and delete `docs` ids; then
+        add `docs` new documents until a reopened Searcher sees them (round 0: the index's first change;
+        `kernels_compiled`: kernels Numba compiled meanwhile, not loaded from its cache: a first run's
+        cost, not the change's), and delete `docs` ids; then
         compaction; `--live-tsv`: then (untimed) write the live documents, for `fresh`.
     fresh  --collection F --out DIR [--compacted C] [--queries Q]
         Time a fresh build of F (the live documents `big --live-tsv` wrote); with C and Q, the first
@@ -34,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from numba.core.event import install_recorder
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -145,6 +149,8 @@ def exact(args: argparse.Namespace) -> None:
         emit(step="compare", queries=len(queries), k=k, identical=same, different=len(queries) - same)
     k = args.k[-1]
     emit(step="qps live", segments=args.parts, **qps(a, queries, k, args.threads))
+    if args.keep:  # compaction below changes the live index in place: keep a copy for `qps`
+        shutil.copytree(index, args.keep)
     t = time.perf_counter()
     r = writer.compact()
     emit(step="compact", seconds=round(time.perf_counter() - t, 2), documents=r["documents"], dropped=r["dropped"])
@@ -247,16 +253,17 @@ def big(args: argparse.Namespace) -> None:
         docs = [(str(next_id + i), sample[int(j)]) for i, j in enumerate(rng.integers(0, len(sample), args.docs))]
         next_id += args.docs
         t, c = time.perf_counter(), time.process_time()
-        r = writer.add(docs)
-        added = time.perf_counter() - t
-        searcher.reopen()
+        with install_recorder("numba:compile") as compiles:  # a kernel compiled, not loaded from Numba's cache
+            r = writer.add(docs)
+            added = time.perf_counter() - t
+            searcher.reopen()
         visible = time.perf_counter() - t
         hit = searcher.search(docs[0][1], 10_000)
         assert docs[0][0] in hit.ids.tolist(), "added document not found"
         emit(step="first change: add" if round_ == 0 else "add", round=round_, docs=args.docs,
              add_seconds=round(added, 3),
              visible_seconds=round(visible, 3), visible_cpu_seconds=round(time.process_time() - c, 3),
-             live=searcher.n_docs, steps=steps.take())
+             live=searcher.n_docs, steps=steps.take(), kernels_compiled=len(compiles.buffer) // 2)
         victims = [str(x) for x in rng.choice(n, args.docs, replace=False)]
         t, c = time.perf_counter(), time.process_time()
         r = writer.delete(victims)
@@ -318,6 +325,7 @@ def main() -> None:
     e.add_argument("--threads", type=int, default=2)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--no-merge", action="store_true", help="keep every added segment (no merge policy)")
+    e.add_argument("--keep", help="copy the live index here before it is compacted")
     b = sub.add_parser("big")
     b.add_argument("--collection", required=True)
     b.add_argument("--work", required=True)

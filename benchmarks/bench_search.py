@@ -24,6 +24,11 @@ import sys
 import time
 from pathlib import Path
 
+# after a parallel kernel call, Numba's OpenMP pool threads (libgomp) spin before they sleep (GOMP_SPINCOUNT:
+# 2-8 ms of CPU each time on the 2-core EPYC, longer where PAUSE is slower): a batch timed right after would share
+# the cores with them, so the timed batches start after this pause
+SETTLE_S = 0.1
+
 
 def rss_anon_mib() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -139,6 +144,7 @@ def warm_up(searcher, texts, ks, thread_counts, report: dict, exhaustive: bool =
                 continue
             with numba_threads(threads):
                 searcher.run_kernel(qb, k)
+            settle(threads)
             searcher.search_batch(warm, k, threads=threads)
         if exhaustive:
             searcher.search_batch(warm, k, method="exhaustive")
@@ -148,6 +154,12 @@ def warm_up(searcher, texts, ks, thread_counts, report: dict, exhaustive: bool =
     searcher.external_ids(np.zeros(PARALLEL_FROM, dtype=np.int64))
     report["warmup_seconds"] = time.perf_counter() - t0
     report["rss_anon_mib_after_warmup"] = rss_anon_mib()
+
+
+def settle(threads: int) -> None:
+    """After a kernel call on `threads` Numba threads: wait until its pool threads sleep (see SETTLE_S)."""
+    if threads > 1:
+        time.sleep(SETTLE_S)
 
 
 def prepare(searcher, texts, report: dict):
@@ -179,8 +191,10 @@ def throughput(searcher, texts, qb, ks, thread_counts, peak: Peak, repeat: int =
         with numba_threads(threads):
             searcher.run_kernel(qb, k)
         t1 = time.perf_counter()
+        settle(threads)
+        t2 = time.perf_counter()
         searcher.search_batch(texts, k, threads=threads)
-        batch_s.setdefault((threads, k), []).append(time.perf_counter() - t1)
+        batch_s.setdefault((threads, k), []).append(time.perf_counter() - t2)
         kernel_s.setdefault((threads, k), []).append(t1 - t0)
         peak.sample()
 

@@ -19,6 +19,16 @@ traceback) is seen and counted against the case it happened on:
   - byte flips: `--flips` random bit flips in every file (owner marker, commit point, manifest,
     arrays, tables); expected: `ssr verify` fails every time, the child never crashes (a flip
     that keeps every invariant may answer; verify is the content check);
+  - every file cut to 0, 1, half and all but one of its bytes, and grown by 4,096 zero bytes (a
+    SIGBUS would be a mapped page past a file's end): exit 2, or the intact index's answers;
+  - every pair of files of an index swapped, every file replaced by the same file of an index of
+    another collection (a file of the same size passes open: verify is the content check);
+  - all of the above on a live index too (a second segment, a deletion file, an id table), and
+    the SSR index cut or flipped under a live add and a live delete (the writer's paths);
+  every search runs ssr, levels, union, maxscore (one-part indexes), exhaustive or bm25 at k=10
+  and k=None with pool sizes and explain; an exit 0 is compared with the intact index's answers
+  under the same action (`same answers` / `OTHER answers`; the latter listed as "silent" where
+  only a checksum can tell); a case still running after `CASE_SECONDS` is a hang;
   - kill -9 at random times during `--force` rebuilds (`--kills`): the index must open, verify
     clean and answer like the old or the new generation; a foreign file in the folder survives;
   - kill -9 at random times during `ssr add`, `delete` and `compact` of a live index
@@ -29,7 +39,7 @@ traceback) is seen and counted against the case it happened on:
   - providers (`fault_providers.py`): redirects to another origin, dripping and oversized answers.
 Prints a markdown table of the counts (crashes must be 0) and optionally writes JSON.
 
-Why one script of ~430 lines: it is run as one command, and every case family shares the child
+Why one script of ~590 lines: it is run as one command, and every case family shares the child
 runner (`check_many`, `run`, `outcome`) and the counters.
 """
 
@@ -37,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import signal
@@ -51,26 +62,36 @@ import numpy as np
 QUERIES = ["w1 w2 w3", "w5 w7 w11", "w0 w3", "w17"]
 
 CHILD = """
-import contextlib, io, json, sys, traceback
+import contextlib, hashlib, io, json, signal, sys, traceback
 from ssr_engine.cli import main
 from ssr_engine.errors import SsrError
 from ssr_engine.format import open_index
+from ssr_engine.live import LiveIndex
 from ssr_engine.retrieval import open_retriever
 
-def search(path, live, queries):
+def search(path, live, queries, digest):
     scoring = "ssr" if live else open_index(path).scoring  # a live index opens by path only
     # maxscore refuses a live index of several parts by design (a clear SsrError, exit 2), so a live
     # index is searched by the methods that serve every index
-    methods = ("bm25",) if scoring == "bm25" else ("ssr", "levels", "exhaustive") if live else (
-        "ssr", "levels", "maxscore", "exhaustive")
+    methods = ("bm25",) if scoring == "bm25" else ("ssr", "levels", "union", "exhaustive") if live else (
+        "ssr", "levels", "union", "maxscore", "exhaustive")
     for m in methods:
         r = open_retriever(path if live else open_index(path), m)
         res = r.search_batch(queries, 10)
-        r.search_batch(queries, None)
-        r.pool_sizes(queries)
+        every = r.search_batch(queries, None)
+        digest.update(repr(r.pool_sizes(queries)).encode())
+        for hits in (*res, *every):  # each method's answers, so one wrong method shows
+            digest.update(m.encode() + repr(hits.ids.tolist()).encode() + hits.scores.tobytes())
         for q, hits in zip(queries, res):
             for d in hits.docs[:3].tolist():
                 r.explain(q, int(d))
+
+def act(path, live, action, queries, digest):
+    if action[0] == "add":  # a live change to the (corrupted) index, then every method on the result
+        LiveIndex(path, chunk_docs=200).add(collection=action[1])
+    elif action[0] == "delete":
+        LiveIndex(path).delete(action[1:])
+    search(path, live or action[0] != "search", queries, digest)
 
 def guarded(fn):
     err = io.StringIO()
@@ -85,9 +106,14 @@ def guarded(fn):
             code = 1
     return code or 0, err.getvalue()
 
-cases, queries = json.loads(sys.argv[1]), sys.argv[2:]
-for path, live, do_verify in cases:
-    row = {"search": guarded(lambda: search(path, live, queries))}
+seconds, cases, queries = int(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3:]
+for path, live, do_verify, action in cases:
+    # re-armed per case at its default action (the process ends with SIGALRM): a kernel looping
+    # without end never returns to Python, so no handler could run
+    signal.alarm(seconds)
+    digest = hashlib.sha256()
+    row = {"search": guarded(lambda: act(path, live, action, queries, digest))}
+    row["digest"] = digest.hexdigest() if row["search"][0] == 0 else None
     if do_verify:
         row["verify"] = guarded(lambda: main(["verify", path]))
     print(json.dumps(row), flush=True)
@@ -104,7 +130,7 @@ def run(cmd: list[str], timeout: float = 1800, stdout: bool = False) -> tuple[in
 
 
 def outcome(code: int, stderr: str) -> str:
-    if code == -1000:
+    if code in (-1000, -signal.SIGALRM):  # the child's per-case alarm (`CASE_SECONDS`) or the parent's timeout
         return "hang (timeout)"
     if code < 0:
         return f"crash (signal {-code})"
@@ -113,27 +139,33 @@ def outcome(code: int, stderr: str) -> str:
     return "exit 2" if code == 2 else "exit 0"
 
 
-def check_many(cases: list[tuple[Path, bool, bool]]) -> list[tuple[str, str]]:
-    """(search outcome, verify outcome or "") per (index, live, verify?) case, many cases per child
-    process (one interpreter and Numba start for all); a child that dies (a signal) is counted a
-    crash for the case it was on, and the rest run in a new child."""
-    out: list[tuple[str, str]] = []
+CASE_SECONDS = 120  # a case still running after this is a hang: the child's alarm kills it (SIGALRM)
+Case = tuple[Path, bool, bool, list[str]]  # (index, live, verify?, action: ["search"], ["add", tsv], ["delete", ids])
+
+
+def check_many(cases: list[Case], seconds: int = CASE_SECONDS) -> list[tuple[str, str, str | None]]:
+    """(search outcome, verify outcome or "", digest of every method's answers or None) per case, many
+    cases per child process (one interpreter and Numba start for all); a child that dies (a signal, the
+    per-case alarm after `seconds`) is counted a crash or a hang for the case it was on, and the rest run in a
+    new child."""
+    out: list[tuple[str, str, str | None]] = []
     while len(out) < len(cases):
         todo = cases[len(out):]
-        code, text = run([sys.executable, "-c", CHILD, json.dumps([[str(p), lv, v] for p, lv, v in todo]), *QUERIES],
-                         timeout=300 + 60 * len(todo), stdout=True)
+        code, text = run([sys.executable, "-c", CHILD, str(seconds),
+                          json.dumps([[str(p), lv, v, a] for p, lv, v, a in todo]), *QUERIES],
+                         timeout=300 + seconds * len(todo), stdout=True)
         rows = [json.loads(line) for line in text.splitlines() if line.startswith('{"search"')]
         for row in rows:
-            out.append((outcome(*row["search"]), outcome(*row["verify"]) if "verify" in row else ""))
+            out.append((outcome(*row["search"]), outcome(*row["verify"]) if "verify" in row else "", row["digest"]))
         if len(out) < len(cases):  # the child died (or hung) on case number len(out)
             if code == 0:
                 raise RuntimeError(f"the child stopped early without an error: {text[-2000:]}")
-            out.append((outcome(code if code < 0 else 1, text), ""))
+            out.append((outcome(code if code < 0 else 1, text), "", None))
     return out
 
 
 def child(index: Path, live: bool = False) -> str:
-    return check_many([(index, live, False)])[0][0]
+    return check_many([(index, live, False, ["search"])])[0][0]
 
 
 def verify(index: Path) -> str:
@@ -282,35 +314,126 @@ print(json.dumps({"rebuild": proc.returncode, "during": during, "same": same, "a
 """
 
 
-def index_cases(args, rnd, work, bases, counts, failures) -> None:
-    """Targeted edits and byte flips of both indexes: every case copied first, then checked in batches."""
-    cases: list[tuple[str, str, Path]] = []  # (kind, label, folder)
+def index_cases(args, rnd, work, bases, foreign, add_tsv, counts, failures) -> None:
+    """Corruptions of both indexes: targeted edits, bit flips, truncations and growths of every file,
+    every pair of files swapped, every file replaced by the same file of another index (`foreign`, built
+    from another collection of as many documents); the SSR index truncated or flipped again under a live
+    add and a live delete. Every case is copied first, then checked in batches; an exit 0 is compared
+    with the intact index's answers under the same action (`same answers` or `OTHER answers`)."""
+    cases: list[tuple[str, str, str, Path, list[str]]] = []  # (kind, label, scoring, folder, action)
+    actions = {"search": ["search"], "add": ["add", str(add_tsv)], "delete": ["delete", *map(str, range(1, 40, 3))]}
+
+    def case(kind: str, label: str, scoring: str, change, action: str = "search") -> None:
+        w = fresh_copy(bases[scoring], work / f"case-{len(cases)}")
+        change(w)
+        if same_content(bases[scoring], w):  # another index's identical file, a JSON file's final newline cut
+            counts[f"{kind}: no change"]["skipped"] += 1
+            shutil.rmtree(w)
+        else:
+            cases.append((kind, label, scoring, w, actions[action]))
+
     for scoring, base in bases.items():
         seg = segment(base)
-        for read, edit_list in ((True, edits(base, seg, rnd)), (False, unread_edits(seg, rnd, 3))):
-            for case, name, pos, value in edit_list:
+        targeted = [] if scoring == "live" else [(True, edits(base, seg, rnd)), (False, unread_edits(seg, rnd, 3))]
+        for read, edit_list in targeted:
+            for label, name, pos, value in edit_list:
                 if scoring == "bm25" and name == "forward_terms":
                     continue  # BM25 never reads the forward index; verify alone covers it (flips below)
-                w = fresh_copy(base, work / f"case-{len(cases)}")
-                edit(segment(w), name, pos, value)
-                cases.append(("edit" if read else "edit at a random O(V) entry", f"{scoring} {case}", w))
+                case("edit" if read else "edit at a random O(V) entry", f"{scoring} {label}", scoring,
+                     lambda w, name=name, pos=pos, value=value: edit(segment(w), name, pos, value))
         files = sorted(p.relative_to(base) for p in base.rglob("*") if p.is_file() and p.stat().st_size)
         for rel in files:
+            size = (base / rel).stat().st_size
             for _ in range(args.flips):
-                w = fresh_copy(base, work / f"case-{len(cases)}")
-                raw = bytearray((w / rel).read_bytes())
-                pos = rnd.randrange(len(raw))
-                raw[pos] ^= 1 << rnd.randrange(8)
-                (w / rel).write_bytes(bytes(raw))
-                cases.append(("flip", f"{scoring} flip {rel}@{pos}", w))
-    results = check_many([(w, False, True) for _, _, w in cases])
-    for (kind, label, w), (s, v) in zip(cases, results, strict=True):
+                pos, bit = rnd.randrange(size), rnd.randrange(8)
+                case("flip", f"{scoring} flip {rel}@{pos}", scoring,
+                     lambda w, rel=rel, pos=pos, bit=bit: flip(w / rel, pos, bit))
+            for cut in sorted({0, 1, size // 2, size - 1}):
+                case("truncate", f"{scoring} {rel} cut to {cut} of {size} bytes", scoring,
+                     lambda w, rel=rel, cut=cut: os.truncate(w / rel, cut))
+            case("grow", f"{scoring} {rel} + 4096 zero bytes", scoring,
+                 lambda w, rel=rel: grow(w / rel, 4096))
+            if scoring in foreign and (foreign[scoring] / rel).is_file():
+                case("foreign file", f"{scoring} {rel} from another index", scoring,
+                     lambda w, rel=rel, src=foreign[scoring]: shutil.copyfile(src / rel, w / rel))
+        for i, x in enumerate(files):
+            for y in files[i + 1:]:
+                case("swap", f"{scoring} {x} <-> {y}", scoring, lambda w, x=x, y=y: swap(w / x, w / y))
+        if scoring == "ssr":
+            for rel in files:
+                size = (base / rel).stat().st_size
+                pos, bit = rnd.randrange(size), rnd.randrange(8)
+                for action in ("add", "delete"):
+                    case(f"cut, then live {action}", f"{rel} cut to {size // 2}, {action}", scoring,
+                         lambda w, rel=rel, cut=size // 2: os.truncate(w / rel, cut), action)
+                    case(f"flip, then live {action}", f"{rel}@{pos} flipped, {action}", scoring,
+                         lambda w, rel=rel, pos=pos, bit=bit: flip(w / rel, pos, bit), action)
+    want = {}  # the intact index's answers under each action
+    for scoring in bases:  # "live": the SSR index after a live add and a delete (three segments, deletions)
+        for action in ("search", "add", "delete") if scoring == "ssr" else ("search",):
+            w = fresh_copy(bases[scoring], work / "reference")
+            # the first calls compile every kernel (a cold cache takes minutes on a loaded machine)
+            s, _, digest = check_many([(w, scoring == "live", False, actions[action])], seconds=1800)[0]
+            assert s == "exit 0" and digest, f"the intact {scoring} index under {action}: {s}"
+            want[scoring, action] = digest
+    results = check_many([(w, scoring == "live", not kind.endswith(("add", "delete")), a)
+                          for kind, _, scoring, w, a in cases])
+    for (kind, label, scoring, w, a), (s, v, digest) in zip(cases, results, strict=True):
+        if s == "exit 0":
+            s = "exit 0, same answers" if digest == want[scoring, a[0]] else "exit 0, OTHER answers"
         counts[f"{kind}: search"][s] += 1
-        counts[f"{kind}: verify"][v] += 1
-        bad_search = s != "exit 2" if kind == "edit" else not s.startswith("exit")
-        if bad_search or v != "exit 2":
+        if v:
+            counts[f"{kind}: verify"][v] += 1
+        # an edit the queries read must be refused; a cut or a growth changes a size the open checks; a flip,
+        # another index's file or two files of one size swapped may keep every invariant and answer (verify is the
+        # content check: those are listed as "silent")
+        bad_search = s != "exit 2" if kind == "edit" else s.startswith(("crash", "hang")) or (
+            s == "exit 0, OTHER answers" and (kind in ("truncate", "grow") or kind.startswith("cut")))
+        if bad_search or v not in ("", "exit 2"):
             failures.append(f"{label}: search {s}, verify {v}")
+        elif s == "exit 0, OTHER answers":
+            counts["silent (verify catches)"][label] += 1
         shutil.rmtree(w, ignore_errors=True)
+
+
+def same_content(base: Path, w: Path) -> bool:
+    """Whether every file of copy `w` still holds what `base`'s does (JSON files: the same values)."""
+    for p in base.rglob("*"):
+        if p.is_file():
+            mine = w / p.relative_to(base)
+            if not mine.is_file():
+                return False
+            a, b = p.read_bytes(), mine.read_bytes()
+            if a != b and not (p.suffix == ".json" and _json(a) is not None and _json(a) == _json(b)):
+                return False
+    return True
+
+
+def _json(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def flip(path: Path, pos: int, bit: int) -> None:
+    with path.open("r+b") as f:
+        f.seek(pos)
+        byte = f.read(1)[0]
+        f.seek(pos)
+        f.write(bytes([byte ^ (1 << bit)]))
+
+
+def grow(path: Path, n: int) -> None:
+    with path.open("ab") as f:
+        f.write(bytes(n))
+
+
+def swap(x: Path, y: Path) -> None:
+    tmp = x.with_name(x.name + ".swap")
+    x.rename(tmp)
+    y.rename(x)
+    tmp.rename(y)
 
 
 def fresh_copy(base: Path, w: Path) -> Path:
@@ -418,11 +541,20 @@ def main() -> int:
     coll = make_collection(work / "c.tsv", args.docs, args.seed)
     other = make_collection(work / "other.tsv", args.docs, args.seed + 1)
     bases = {s: build_index(coll, work / f"base-{s}", scoring=s, quiet=True) for s in ("ssr", "bm25")}
+    foreign = {s: build_index(other, work / f"other-{s}", scoring=s, quiet=True) for s in ("ssr", "bm25")}
+    add_tsv = make_collection(work / "add.tsv", max(args.docs // 10, 1), args.seed + 2, prefix="a-")
+    if "index" in args.only:  # a live index's files too: a second segment, a deletion file, id tables
+        from ssr_engine.live import LiveIndex
+
+        live = LiveIndex(fresh_copy(bases["ssr"], work / "base-live"), chunk_docs=200)
+        live.add(collection=make_collection(work / "add0.tsv", max(args.docs // 10, 1), args.seed + 3, prefix="b-"))
+        live.delete([str(i) for i in range(0, 60, 7)])
+        bases["live"] = live.root
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     failures: list[str] = []
     started = time.time()
     if "index" in args.only:
-        index_cases(args, rnd, work, bases, counts, failures)
+        index_cases(args, rnd, work, bases, foreign, add_tsv, counts, failures)
     if "kill" in args.only:
         kill_cases(args, rnd, work, bases, coll, other, counts, failures)
     if "snapshot" in args.only:

@@ -33,17 +33,17 @@ def timed(fn, rounds: int):
 
 
 def alternating(fns, rounds: int):
-    """([best wall seconds of each fn], the first fn's result, the last's): the fns called in turn,
-    `rounds` times, so that a change of load hits them alike."""
-    best = [float("inf")] * len(fns)
+    """([each fn's wall seconds, round by round], [each fn's last result]): the fns called in turn,
+    `rounds` times, so that a change of load hits them alike (a round's ratios are side by side)."""
+    walls: list[list[float]] = [[] for _ in fns]
     outs: list = [None] * len(fns)
     for _ in range(rounds):
         for i, fn in enumerate(fns):
             outs[i] = None  # the previous round's result is freed before the next call
             t = time.perf_counter()
             outs[i] = fn()
-            best[i] = min(best[i], time.perf_counter() - t)
-    return best, outs[0], outs[-1]
+            walls[i].append(time.perf_counter() - t)
+    return walls, outs
 
 
 def latency(searcher, queries: list[str], k: int) -> dict[str, float]:

@@ -28,13 +28,12 @@ from .validate import kernel_guard
 # the fresh pages cost more than they give back (6,980 queries at K=1000 on 2 threads: 0.67-0.74x q/s);
 # below, the pieces' own arrays, made in the threads' glibc heaps, stayed resident (+300 MiB RssAnon)
 _FLAT_MOST = 1 << 20
-# queries per piece a thread takes at a time (`pieces.guided`: big first, small last): at least _PIECE[0],
-# at most _PIECE[1], and at most _PIECE_ROWS result rows (k a query): a piece's arrays beyond that are
-# fresh pages from the system, each call
+# queries per piece a thread takes at a time (`pieces.guided`: big first, small last), and per call on one
+# thread: at least _PIECE[0], at most _PIECE[1], and at most _PIECE_ROWS result rows (k a query): a call's
+# arrays beyond that are fresh pages from the system, each call (one thread at K=1000 in calls of 1,024
+# queries: 18-37K page faults a batch of 6,980, none in calls of 65; benchmarks/RESULTS.md)
 _PIECE = (16, 1024)
 _PIECE_ROWS = 1 << 16
-# queries per call on one thread: bounds the result buffers (k entries a query)
-BATCH = 1024
 _ONE = np.zeros(2, dtype=np.int64)  # one query's offsets: `levels.plan`'s sizes for a call on one thread
 
 
@@ -113,7 +112,12 @@ class Answers:
         pieces = max(1, min(n, -(-len(queries) // _PIECE[0])))
         if pieces > 1:
             return self.threaded(queries, k, method, pieces)
-        return [r for a in range(0, len(queries), BATCH) for r in self.serial(queries[a : a + BATCH], k, method)]
+        step = self._piece_most(k)  # calls of at most _PIECE_ROWS rows: their scratch comes back warm from the heap
+        return [r for a in range(0, len(queries), step) for r in self.serial(queries[a : a + step], k, method)]
+
+    def _piece_most(self, k: int) -> int:
+        """Queries in one call at most: _PIECE[1], and _PIECE_ROWS rows (k a query) but never under _PIECE[0]."""
+        return max(_PIECE[0], min(_PIECE[1], _PIECE_ROWS // cap_k(k, self.index.n_docs)))
 
     def serial(self, queries: list[str], k: int, method: str) -> list[SearchResult]:
         """The queries' results on the calling thread alone."""
@@ -126,7 +130,7 @@ class Answers:
         results are views of four arrays that go back to the system whole when dropped. Results in query
         order."""
         most = cap_k(k, self.index.n_docs)
-        spans = guided(len(queries), threads, _PIECE[0], max(_PIECE[0], min(_PIECE[1], _PIECE_ROWS // most)))
+        spans = guided(len(queries), threads, _PIECE[0], self._piece_most(k))
         if len(queries) * most > _FLAT_MOST:
             parts = self._helpers.map(lambda ab: self.serial(queries[ab[0] : ab[1]], k, method), spans, threads)
             return [r for part in parts for r in part]

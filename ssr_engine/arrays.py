@@ -8,9 +8,12 @@ turns an int64 sum into a float64 in any kernel that adds a length to a total.
 from __future__ import annotations
 
 from pathlib import Path
+from tokenize import TokenError
 from typing import Any
 
 import numpy as np
+
+from .errors import IndexFormatError
 
 # name -> dtype; the arrays every index has
 ARRAYS: dict[str, str] = {
@@ -159,6 +162,16 @@ def npy_data_offset(f: Any) -> int:
     major, _ = np.lib.format.read_magic(f)
     size = 2 if major == 1 else 4
     return 8 + size + int.from_bytes(f.read(size), "little")
+
+
+def load_mapped(path: Path, what: str = "array file") -> np.ndarray:
+    """A .npy file memory-mapped; `IndexFormatError` naming it when it cannot be (a garbled header raises
+    ValueError, SyntaxError or tokenize's TokenError in NumPy's parser; data shorter than the header's
+    shape, ValueError from mmap), so no read touches a page past the file's end."""
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError, SyntaxError, TokenError) as exc:
+        raise IndexFormatError(f"{path}: corrupt {what} ({exc})") from exc
 
 
 def read_slice(path: Path, dtype: str | np.dtype, start: int, stop: int) -> np.ndarray:

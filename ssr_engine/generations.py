@@ -543,10 +543,57 @@ def clean(root: Path, lock: WriterLock) -> list[str]:
 
 
 def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
+    if path.name.startswith(_TRASH) and path.is_dir() and not path.is_symlink():
+        _dispose(path)
+    elif path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+_REMOVER: list[Any] = [None, None, []]  # (the process id, its removal thread, the removals not yet done)
+_REMOVER_NICE = 10  # the removal thread's nice value (Linux), as a registry's background merge
+
+
+def remove_in_background(on: bool = True) -> None:
+    """From now on (`on`) this process removes the `.trash-*` folders `clean` makes (segments no commit
+    needs, renamed under the writer lock) on a thread of its own at a lower CPU priority, not in the writer
+    that cleans: a server's write never waits for the removal of the segments a merge replaced. A folder
+    left at exit is still `.trash-*`: the next writer's `clean` removes it. `on=False`: inline again,
+    after the queued removals are done."""
+    with _POOL_LOCK:
+        running = _REMOVER[1] if _REMOVER[0] == os.getpid() else None
+        if on and running is None:
+            _REMOVER[:] = [os.getpid(), ThreadPoolExecutor(1, "ssr-remove", initializer=_lower_priority), []]
+        elif not on:
+            _REMOVER[:] = [None, None, []]
+    if not on and running is not None:
+        running.shutdown(wait=True)
+
+
+def removals_done() -> None:
+    """Wait for the background removals queued so far (`remove_in_background`; tests, shutdown)."""
+    with _POOL_LOCK:
+        pending = list(_REMOVER[2]) if _REMOVER[0] == os.getpid() else []
+    for f in pending:
+        f.result()
+
+
+def _lower_priority() -> None:
+    try:  # Linux: a thread's own nice value
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _REMOVER_NICE)
+    except (AttributeError, OSError):
+        pass
+
+
+def _dispose(trash: Path) -> None:
+    """Remove a `.trash-*` folder: now, or queued for the background thread (`remove_in_background`)."""
+    with _POOL_LOCK:
+        if _REMOVER[0] == os.getpid():
+            _REMOVER[2] = [f for f in _REMOVER[2] if not f.done()]
+            _REMOVER[2].append(_REMOVER[1].submit(shutil.rmtree, trash, ignore_errors=True))
+            return
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def _remove_segment(path: Path) -> bool:
@@ -566,5 +613,5 @@ def _remove_segment(path: Path) -> bool:
     finally:
         if fd is not None:
             os.close(fd)
-    shutil.rmtree(trash, ignore_errors=True)
+    _dispose(trash)
     return True

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import load_mapped
 from .errors import IndexFormatError
 from .format import Index
 
@@ -153,19 +154,18 @@ class IdTable:
     """A segment's ids, looked up by hash (memory-mapped `live-ids.*.npy`)."""
 
     def __init__(self, segment: Path, n_docs: int):
+        from .validate import check_id_table
+
         arrays = {}
         for name in ID_TABLE:
             path = segment / id_table_file(name)
-            try:
-                arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
-            except (ValueError, OSError) as exc:
-                raise IndexFormatError(f"{path}: corrupt id table ({exc})") from exc
+            arrays[name] = load_mapped(path, "id table")
             if arrays[name].dtype != ID_DTYPES[name] or arrays[name].ndim != 1:
                 raise IndexFormatError(f"{path}: corrupt id table (dtype {arrays[name].dtype})")
+        # its files are under the manifest's checksums, which only `ssr verify` reads: a table that lies would make
+        # look-ups miss ids silently (an id added twice, a delete reported unknown), so its order is checked here
         self.hash, self.doc, self.offsets, self.bytes = (arrays[n] for n in ID_TABLE)
-        if (self.hash.shape[0] != n_docs or self.doc.shape[0] != n_docs or self.offsets.shape[0] != n_docs + 1
-                or int(self.offsets[-1]) != self.bytes.shape[0]):
-            raise IndexFormatError(f"{segment}: id table sizes differ from the segment's {n_docs} documents")
+        check_id_table(segment, self.hash, self.doc, self.offsets, self.bytes, n_docs)
 
     def every_id(self) -> Wanted:
         """Every id of the segment, row = document (a new segment's ids, looked up in the others)."""

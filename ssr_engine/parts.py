@@ -247,9 +247,13 @@ def part_rank(index: Index, integer: bool) -> np.ndarray:
     """The part's documents ranked in the collection's id order (its own doc_rank when the orders agree)."""
     if bool(_ids_info(index).get("integer")) == integer:
         return index.doc_rank
-    from .indexing.doc_ids import rank_ids
+    key = "_rank_int" if integer else "_rank_str"  # kept: a live index ranks its segments again at every commit
+    rank = vars(index).get(key)
+    if rank is None:
+        from .indexing.doc_ids import rank_ids
 
-    return rank_ids(index.doc_id_array(), integer)
+        rank = vars(index)[key] = rank_ids(index.doc_id_array(), integer)
+    return rank
 
 
 def index_settings(index: Index) -> dict:

@@ -34,7 +34,7 @@ from .parts import (
     part_rank,
     same_settings,
 )
-from .pieces import Helpers
+from .pieces import Helpers, guided
 from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
 from .search import _THREADED
 from .stopwords import StopwordList
@@ -45,10 +45,9 @@ _ROUND_ROWS = 1 << 22
 _ROUND_MIN = 32
 _ROUND_MAX = 1024
 _ROUND_ALL = 16
-# queries per piece a thread takes (`_threaded`): at least, at most, aiming at this many pieces per thread;
-# more than `search._PIECE`: a piece's one look-up pass over every part costs less a query in a bigger
-# batch (10 segments: 118 µs a query in pieces of 64, 38 µs in pieces of 1,024)
-_PIECE = (64, 512, 4)
+# queries per piece a thread takes (`_threaded`, `pieces.guided`: big first, small last): at least, at most;
+# the batch's terms are looked up before, at once (`parts_tables.look_up`), so a small piece costs no more
+_PIECE = (32, 1024)
 
 
 class PartsSearcher:
@@ -128,15 +127,18 @@ class PartsSearcher:
 
     # ------------------------------------------------------------------------------- SSR
 
-    def query_terms(self, queries: Sequence[str]):
+    def query_terms(self, queries: Sequence[str], looked: tuple[parts_tables.Looked, int, int] | None = None):
         """Per part, the query terms as the kernels take them, with global weights (`parts_tables.prepare`).
 
         Returns ((signal bytes, offsets), weights float64 per signal (0 where no live document has it),
         per part (offsets, terms, weights) in ascending weight per query, plus the signals' numbers, and
         the same over the collection: (offsets, per part terms aligned with them (-1: no live document
         of the part has the signal), weights), as `kernels.live.search_parts` shares them).
+        `looked`: (a batch `parts_tables.look_up` looked up, a, b): these queries are its a..b - 1, their
+        terms arranged from it (the signal bytes and offsets returned are then the whole batch's).
         """
-        sdata, soffsets, (weights, offsets, starts, terms, w, sel, shared) = parts_tables.prepare(self, queries)
+        sdata, soffsets, (weights, offsets, starts, terms, w, sel, shared) = (
+            parts_tables.prepare(self, queries) if looked is None else parts_tables.arranged(self, *looked))
         sets = [(offsets[s], terms[a:z], w[a:z], sel[a:z])
                 for s, (a, z) in enumerate(zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True))]
         g_off, _, g_weights, _ = sets.pop()
@@ -171,7 +173,6 @@ class PartsSearcher:
     def _threaded(self, queries: list[str], k: int, threads: int) -> list[SearchResult]:
         """A batch as pieces of queries on `threads` Python threads (`pieces.Helpers`), each piece wholly on
         one thread (terms, the kernels' serial GIL-free entries, ids), as `search.Searcher._threaded`."""
-        size = max(_PIECE[0], min(_PIECE[1], -(-len(queries) // (_PIECE[2] * threads))))
         for p in self.parts:  # lazy tables, made once here rather than raced for by the threads
             p.index._load_ids()
         parts_tables.term_tables(self)
@@ -179,9 +180,15 @@ class PartsSearcher:
             parts_tables.id_tables(self)
             parts_tables.id_rows(self)
             parts_tables.parts_arrays(self, self.method)
-        pieces = self._helpers.map(lambda piece: self._ssr_round(piece, k, self.method, 1),
-                                   [queries[a : a + size] for a in range(0, len(queries), size)], threads)
-        return [r for piece in pieces for r in piece]
+        looked = parts_tables.look_up(self, queries, threads, lambda fn, items: self._helpers.map(fn, items, threads))
+
+        def piece(ab: tuple[int, int]) -> list[SearchResult]:
+            a, b = ab
+            terms = None if looked is None else self.query_terms(queries[a:b], (looked, a, b))
+            return self._ssr_round(queries[a:b], k, self.method, 1, terms)
+
+        done = self._helpers.map(piece, guided(len(queries), threads, *_PIECE), threads)
+        return [r for results in done for r in results]
 
     def _work(self) -> list:
         """The calling thread's kernel workspace holder (`probe.workspace`, made by the kernels on first use)."""
@@ -195,9 +202,10 @@ class PartsSearcher:
         return np.array([len(r) for r in self.search_batch(queries, None, threads)], dtype=np.int64)
 
     def _ssr_round(self, queries: list[str], k: int | None, method: str,
-                   chunks: int | None = None) -> list[SearchResult]:
-        """One round of queries; `chunks`: the kernels' threads (None: Numba's count; 1: this thread alone)."""
-        _, _, per_part, shared = self.query_terms(queries)
+                   chunks: int | None = None, terms: tuple | None = None) -> list[SearchResult]:
+        """One round of queries; `chunks`: the kernels' threads (None: Numba's count; 1: this thread alone);
+        `terms`: their `query_terms`, when made already."""
+        _, _, per_part, shared = self.query_terms(queries) if terms is None else terms
         if k is not None and self._barred(k, method):
             return self._ssr_barred(len(queries), k, per_part, shared, method, chunks)
         results = []

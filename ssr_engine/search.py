@@ -13,7 +13,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from .answer import BATCH, Answers, TermsCheckFailed
+from .answer import Answers, TermsCheckFailed
 from .errors import IndexFormatError, SsrError
 from .extract import Extractor
 from .format import Index, verify_index, verify_opened
@@ -54,6 +54,8 @@ the query's terms as term masks ranked by levels (`kernels.levels`); union reads
 accumulators and a heap (`kernels.ssr`, the check); maxscore prunes exactly (MaxScore in document
 order, `kernels.prune`); exhaustive scans the forward index. All give identical results, bit for bit."""
 _BATCH_ALL = 64
+# queries per kernel call of the other methods (`run_kernel`): bounds the result buffers (k entries a query)
+BATCH = 1024
 # methods answered one kernel call a piece (`answer`), their batches on Python threads
 _THREADED = ("ssr", "levels")
 # bytes of per-thread heaps the exhaustive scan may hold for one batch

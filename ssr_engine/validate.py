@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -285,6 +286,26 @@ def verify_index(path: str | os.PathLike[str]) -> list[str]:
         for h in holds:
             h.close()
     return problems
+
+
+def check_id_table(segment: Path, hashes: np.ndarray, doc: np.ndarray, offsets: np.ndarray, data: np.ndarray,
+                   n: int) -> None:
+    """Raise unless a live segment's id table (`live_files.IdTable`) is sound for its n documents: the sizes,
+    offsets from 0 ascending to the data's end, hashes ascending, doc a permutation (O(N) vector passes)."""
+    from .kernels.validate import permutation
+
+    h, off = np.asarray(hashes), np.asarray(offsets)
+    problem = None
+    if h.shape[0] != n or doc.shape[0] != n or off.shape[0] != n + 1 or int(off[-1]) != data.shape[0]:
+        problem = f"sizes differ from the segment's {n} documents"
+    elif int(off[0]) != 0 or bool(np.any(off[1:] < off[:-1])):
+        problem = "offsets out of order"
+    elif bool(np.any(h[1:] < h[:-1])):
+        problem = "hashes out of order"
+    elif permutation(np.asarray(doc)) >= 0:
+        problem = "doc is not a permutation"
+    if problem is not None:
+        raise IndexFormatError(f"{segment}: corrupt id table ({problem})")
 
 
 @contextmanager

@@ -321,3 +321,28 @@ def test_pools_run_one_worker_inline_and_keep_numba_threads():
         failed = p.submit(int, "not a number")
         with pytest.raises(ValueError):
             failed.result()
+
+
+def test_a_new_commit_reads_no_ids_back_and_reuses_the_older_segments_id_pieces(tmp_path, base, monkeypatch):
+    from ssr_engine import parts_tables
+    from ssr_engine.format import Index
+
+    d, cards = base
+    shutil.copytree(d / "reg", tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg")
+    added = [dataclasses.replace(cards[1], id="new one"), dataclasses.replace(cards[2], id="another one")]
+    queries = [c.description for c in cards[:10]]
+    live.put(added[0])
+    for q in queries:
+        live.discover(q, 5)
+    first = live.view().snapshot.indexes
+    pieces = [parts_tables.part_ids(ix) for ix in first]
+    live.put(added[1])
+    view = live.view()
+    assert len(view.stores) == 3 and all(a is b for a, b in zip(view.snapshot.indexes[:2], first, strict=True))
+    # the new segment's ids come from its card store; the older segments' pieces are kept on their indexes
+    monkeypatch.setattr(Index, "doc_id_array", lambda self: pytest.fail(f"{self.path}: ids read back"))
+    ref = Registry.from_cards(cards + added)
+    for q in queries:
+        _same(live.discover(q, 5, with_cards=False), ref.discover(q, 5, with_cards=False))
+    assert all(parts_tables.part_ids(ix) is p for ix, p in zip(first, pieces, strict=True))

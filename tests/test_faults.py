@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -289,6 +290,50 @@ def test_a_garbled_npy_header_is_a_clear_error(base, tmp_path):
     with pytest.raises(IndexFormatError, match="doc_rank.npy: corrupt array file"):
         open_index(w)
     assert verify_index(w)
+
+
+def _garble_header(path: Path) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[raw.index(b"}") + 5] = ord("(")  # inside the header's space padding
+    path.write_bytes(bytes(raw))
+
+
+def _swap_two(path: Path) -> None:
+    a = np.load(path)
+    a[[0, -1]] = a[[-1, 0]]
+    np.save(path, a)
+
+
+# a live segment's id table (`live_files.IdTable`): a writer's open finds each corruption but the last (an id's
+# bytes: the look-up compares them, so that id alone is missed), `ssr verify` every one by the manifest's checksums
+ID_TABLE_FAULTS = {
+    "garbled header": ("hash", _garble_header),
+    "cut to half": ("offsets", lambda p: os.truncate(p, p.stat().st_size // 2)),
+    "hashes out of order": ("hash", _swap_two),
+    "doc repeated": ("doc", lambda p: np.save(p, np.concatenate([np.load(p)[:1], np.load(p)[:-1]]))),
+    "an id's byte": ("bytes", lambda p: np.save(p, np.load(p) ^ np.uint8(1))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ID_TABLE_FAULTS))
+def test_a_corrupt_live_id_table_is_an_error(base, tmp_path, case):
+    from ssr_engine.live import LiveIndex
+
+    _, out, _ = base
+    w = copy(out, tmp_path / "w")
+    LiveIndex(w, merge=False).add([(f"new{i}", "w1 w2") for i in range(40)])
+    name, corrupt = ID_TABLE_FAULTS[case]
+    seg = w / read_commit(w).segments[-1].name
+    corrupt(seg / f"live-ids.{name}.npy")
+    if case != "an id's byte":
+        with pytest.raises(IndexFormatError, match=f"{seg}.*id table.*removing them all repairs"):
+            LiveIndex(w).delete(["new3"])
+    problems = verify_index(w)
+    assert any(f"live-ids.{name}.npy" in p for p in problems), problems
+    assert_clean_error(ssr("verify", str(w)), f"live-ids.{name}.npy")
+    for p in seg.glob("live-ids.*.npy"):  # the repair the message names (verify then misses them in the manifest)
+        p.unlink()
+    assert LiveIndex(w).delete(["new3"])["deleted"] == 1
 
 
 # ---- the manifest, settings included, under checksums ------------------------------------------

@@ -302,3 +302,41 @@ def test_a_dropped_searcher_releases_its_segments_without_the_garbage_collector(
         assert held(out) == []
     finally:
         gc.enable()
+
+
+def test_removal_in_background_renames_under_the_lock_and_removes_on_its_own_thread(tmp_path, monkeypatch):
+    import shutil
+    import threading
+
+    from ssr_engine import generations
+
+    coll = write_tsv(tmp_path / "c.tsv", DOCS_A)
+    out = build_index(coll, tmp_path / "idx", quiet=True)
+    (out / ".trash-seg-9-dead").mkdir()  # a dead writer's half-removed segment
+    (out / ".trash-seg-9-dead" / "vocab.npy").write_bytes(b"x")
+    real, threads, gate = shutil.rmtree, [], threading.Event()
+
+    def rmtree(path, *args, **kwargs):
+        threads.append((Path(path).name.split("-")[1], threading.current_thread().name))
+        gate.wait(10)  # the removal is held: the writer must not wait for it
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(generations.shutil, "rmtree", rmtree)
+    generations.remove_in_background()
+    try:
+        build_index(coll, out, force=True, quiet=True)  # seg-1 is no longer needed; nobody holds it
+        names = {p.name for p in out.iterdir()}
+        assert "seg-1" not in names and "seg-2" in names  # renamed away before the writer returned
+        assert {n for n in names if n.startswith(".trash-")}  # still there: the removal waits on the gate
+        gate.set()
+        generations.removals_done()
+    finally:
+        gate.set()
+        generations.remove_in_background(False)
+    assert {p.name for p in out.iterdir()} == {"commit-2.json", OWNER, "seg-2", LOCK}
+    assert threads and all(name.startswith("ssr-remove") for _, name in threads)
+    assert verify_index(out) == []
+    # off again: the next writer removes inline (on its own thread)
+    threads.clear()
+    build_index(coll, out, force=True, quiet=True)
+    assert threads and all(name == threading.current_thread().name for _, name in threads)

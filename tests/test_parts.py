@@ -161,12 +161,12 @@ def test_a_bar_keeps_exactly_the_documents_ranking_before_it(tmp_path):
 # ---------------------------------------------------------------------- parts vs a fresh build
 
 
-def make_parts(tmp: Path, parts_docs, deleted, scoring):
+def make_parts(tmp: Path, parts_docs, deleted, scoring, reseed: bool = True):
     parts, live = [], []
     for s, docs in enumerate(parts_docs):
         # part 1 hashes with another seed (as a live segment reseeded after a collision): two look-up groups
         out = build_index(write_tsv(tmp / f"c{s}.tsv", docs), tmp / f"p{s}", quiet=True, scoring=scoring,
-                          hash_seed=7 if s == 1 else 0)
+                          hash_seed=7 if s == 1 and reseed else 0)
         mask = np.array([d in deleted for d, _ in docs])
         parts.append(Part.with_deletions(open_index(out), mask))
         live += [(d, t) for d, t in docs if d not in deleted]
@@ -230,9 +230,34 @@ def test_parts_answer_as_one_fresh_build(tmp_path, scoring, kind):
             assert searcher.explain(q, str(hit.ids[0])) == reference.explain(q, str(hit.ids[0]))
 
 
-def test_a_corrupt_vocabulary_of_one_part_is_an_error_naming_it(tmp_path):
+def test_a_batch_looked_up_at_once_gives_each_piece_its_own_terms_and_a_fresh_builds_results(tmp_path):
+    """`parts_tables.look_up` (a threaded batch's signals, in ranges of their keys, one thread each) and
+    `arranged` (a piece's terms from it) give every piece the arrays `prepare` makes for it alone."""
+    from ssr_engine import parts_tables
+
+    rng = random.Random(11)
+    ids, deleted = id_sets("integer", rng)
+    parts, fresh = make_parts(tmp_path, [[(i, text(rng)) for i in part] for part in ids], deleted, "ssr",
+                              reseed=False)
+    searcher = PartsSearcher(parts, shared=True)
+    queries = [text(rng) for _ in range(300)] + ["", "nothing matches", " ".join(WORDS * 2)]
+    for spans in (1, 3, 1000):  # more ranges than signals: some are empty
+        looked = parts_tables.look_up(searcher, queries, spans, lambda fn, items: [fn(x) for x in items])
+        assert looked is not None
+        for a, b in [(0, 1), (0, len(queries)), (17, 101), (299, 303), (5, 5)]:
+            got = parts_tables.arranged(searcher, looked, a, b)[2]
+            want = parts_tables.prepare(searcher, queries[a:b])[2]
+            assert [x.tobytes() for x in got] == [y.tobytes() for y in want]
+    reference = Searcher(fresh)
+    for k in (1, 7, 40):  # two threads: the batch looked up at once, then in pieces (`pieces.guided`)
+        assert_identical(searcher.search_batch(queries, k, threads=2), reference.search_batch(queries, k), docs=False)
+
+
+@pytest.mark.parametrize("reseed", [True, False])
+def test_a_corrupt_vocabulary_of_one_part_is_an_error_naming_it(tmp_path, reseed):
     rng = random.Random(3)
-    parts, _ = make_parts(tmp_path, [[(f"{s}-{i}", text(rng)) for i in range(30)] for s in range(3)], set(), "ssr")
+    parts, _ = make_parts(tmp_path, [[(f"{s}-{i}", text(rng)) for i in range(30)] for s in range(3)], set(), "ssr",
+                          reseed=reseed)
     path = parts[2].index.path / "vocab.npy"
     arr = np.load(path, mmap_mode="r+")
     arr[0] = arr[-1]  # unsorted: the first look-up that reads the block says so
@@ -241,6 +266,8 @@ def test_a_corrupt_vocabulary_of_one_part_is_an_error_naming_it(tmp_path):
     parts = [Part(open_index(p.index.root)) for p in parts]  # an index opens at its root, not its segment
     with pytest.raises(IndexFormatError, match=f"{parts[2].index.path}.*vocab.npy"):
         PartsSearcher(parts, shared=True).search_batch(WORDS, 3)
+    with pytest.raises(IndexFormatError, match=f"{parts[2].index.path}.*vocab.npy"):  # a threaded batch
+        PartsSearcher(parts, shared=True).search_batch(WORDS * 5, 3, threads=2)
 
 
 @settings(max_examples=60, deadline=None)
@@ -336,3 +363,16 @@ def test_the_two_run_walk_keeps_the_best_k_by_the_full_key_with_either_tie_test(
         n = merge_two(ties, *runs[0], len(a), *runs[1], len(b), k, *out)
         assert [d & 0xFFFFFFFF for d in out[0][:n].tolist()] == want
         assert out[1][:n].tolist() == [score[d] for d in want] and out[2][:n].tolist() == [match[d] for d in want]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-5, 300), max_size=80, unique=True), st.integers(-10, 310), st.data())
+def test_galloping_from_a_known_lower_position_finds_the_lower_bound(values, x, data):
+    """`part_terms._gallop` (the deleted-df search resumed where the last one ended) returns np.searchsorted's
+    position from any start below it."""
+    from ssr_engine.kernels.part_terms import _gallop
+
+    a = np.array(sorted(values), dtype=np.int64)
+    want = int(np.searchsorted(a, x))
+    lo = data.draw(st.integers(0, want))
+    assert _gallop(a, np.int64(x), np.int64(lo)) == want

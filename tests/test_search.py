@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ssr_engine import indexing as build
 from ssr_engine.cli import main
@@ -259,6 +261,37 @@ def test_threaded_pieces_give_the_reference_in_query_order(small, monkeypatch, m
     monkeypatch.setattr(Answers, "__call__", piece)
     for q, res in zip(queries, searcher.search_batch(queries, 10, threads=2, method=method), strict=True):
         assert_same(res, ref.search(q, 10))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(least=st.integers(1, 40), most=st.integers(1, 80), rows=st.integers(1, 3_000), threads=st.sampled_from([1, 2]),
+       k=st.sampled_from([1, 3, 10, 55, 700]), method=st.sampled_from(["ssr", "levels"]))
+def test_any_piece_size_and_thread_count_give_the_reference(small, least, most, rows, threads, k, method):
+    """Whatever the piece bounds (`answer._PIECE`, `_PIECE_ROWS`) and the thread count, each call takes at most
+    the queries the bounds allow (but never fewer than the least, nor more than the batch) and every query's
+    results are the reference's, in query order."""
+    from unittest import mock
+
+    from ssr_engine import answer
+    from ssr_engine.answer import Answers
+
+    searcher, ref, queries = small
+    most = max(least, most)
+    sizes: list[int] = []
+    call = Answers.__call__
+
+    def counted(self, qs, k, method):
+        sizes.append(len(qs))
+        return call(self, qs, k, method)
+
+    with mock.patch.object(answer, "_PIECE", (least, most)), mock.patch.object(answer, "_PIECE_ROWS", rows), \
+            mock.patch.object(Answers, "__call__", counted):
+        results = searcher.search_batch(queries, k, threads=threads, method=method)
+    allowed = max(least, min(most, rows // min(k, searcher.n_docs)))
+    assert sum(sizes) == len(queries) and max(sizes) <= allowed
+    assert len(results) == len(queries)
+    for q, res in zip(queries, results, strict=True):
+        assert_same(res, ref.search(q, k))
 
 
 def test_query_batch_is_the_definition(tmp_path):

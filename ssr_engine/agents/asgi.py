@@ -1,11 +1,15 @@
 """HTTP plumbing of `ssr agents serve` below the routes: the body bound (an ASGI middleware), the
-POST /discover body's checks, and the OpenAPI entry of that plain route."""
+POST /discover body's checks, the OpenAPI entry of that plain route, errors as JSON, card ids from paths."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote
+
+from ..errors import InputError
+from .cards import parse_card
 
 MAX_QUERY_CHARS = 10_000
 
@@ -47,6 +51,67 @@ def openapi_with(app: Any, path: str, model: Any) -> dict[str, Any]:
                 "400": {"description": "`{error}`: a body that is not a valid request"}}}}
         app.openapi_schema = spec
     return app.openapi_schema
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
+    """`{"error": message}` with this status."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def json_errors(app: Any) -> None:
+    """Answer FastAPI's validation errors with a 400 and HTTP errors with their status, as `{"error": ...}`."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    async def bad_request(request: Any, exc: Any) -> Any:
+        parts = []
+        for e in exc.errors():
+            where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+            parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
+        return error_response(400, "; ".join(parts) or "bad request")
+
+    async def http_error(request: Any, exc: Any) -> Any:
+        return error_response(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    app.add_exception_handler(RequestValidationError, bad_request)
+    app.add_exception_handler(HTTPException, http_error)
+
+
+def card_id_of(request: Any) -> str:
+    """The card id of a /cards/{id} request, percent-decoded from the raw path (so that an id holding '/',
+    '%' or '?' arrives exactly as it was encoded); a 400 for an empty id or one that is not UTF-8."""
+    from starlette.exceptions import HTTPException
+
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    tail = raw.decode("latin-1").split("?", 1)[0][len("/cards/"):]
+    try:
+        cid = unquote(tail, errors="strict")
+    except UnicodeDecodeError:
+        raise HTTPException(400, "card id is not percent-encoded UTF-8") from None
+    if not cid:
+        raise HTTPException(400, "empty card id")
+    return cid
+
+
+def card_of_body(cid: str, raw: bytes) -> Any:
+    """The card a PUT /cards/{cid} body holds (its id: the body's own "id", which must equal `cid`, else
+    `cid`), or the 400/409 error response to answer."""
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff").strip()
+        obj = json.loads(text)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return error_response(400, f"the body is not a JSON card ({str(exc)[:200]})")
+    if not isinstance(obj, dict):
+        return error_response(400, f"the body must be one card (a JSON object), got {type(obj).__name__}")
+    explicit = obj.get("id")
+    if explicit is not None and str(explicit) != cid:
+        return error_response(409, f"the card's own id {explicit!r} differs from the id in the path {cid!r}")
+    try:
+        return parse_card(obj if explicit is not None else {**obj, "id": cid}, f"PUT /cards/{cid}", None, 1, raw=text)
+    except InputError as exc:
+        return error_response(400, str(exc))
 
 
 class BodyLimit:

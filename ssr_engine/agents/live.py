@@ -206,6 +206,8 @@ class LiveRegistry:
         store = self._fresh.pop(name, None)
         if store is not None:  # built here from the segment's own cards: its rows are the documents
             store.path = path
+            if index._id_arrow is None and index._doc_ids is None:
+                index._doc_ids = store.ids()  # so the searcher's id tables need not read doc_ids.parquet again
         elif (store := CardStore(path)).ids() != index.doc_id_array().to_pylist():
             raise IndexFormatError(f"{path}: its cards are not the segment's documents ({len(store)} cards, "
                                    f"{index.n_docs} documents)")

@@ -37,11 +37,20 @@ from contextlib import asynccontextmanager
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
-from ..errors import InputError, SsrError
-from .asgi import MAX_QUERY_CHARS, BodyLimit, discover_arguments, openapi_with
-from .cards import parse_card
+from ..errors import SsrError
+from ..generations import remove_in_background
+from .asgi import (
+    MAX_QUERY_CHARS,
+    BodyLimit,
+    card_id_of,
+    card_of_body,
+    discover_arguments,
+    error_response,
+    json_errors,
+    openapi_with,
+)
+from .cards import AgentCard
 from .discovery import Pool
 from .live import LiveRegistry
 from .view import View
@@ -161,15 +170,26 @@ def create_app(
     """The ASGI app: the HTTP JSON API, and MCP at /mcp (streamable HTTP) when `mcp`; other
     processes' writes are shown within `refresh` seconds (None: never)."""
     _need("fastapi")
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
-    from pydantic import BaseModel, Field
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-    from starlette.routing import Route
+    from fastapi import FastAPI
 
     mcp_server = create_mcp(registry, max_k) if mcp else None
     mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host) if mcp_server else None
+    app = FastAPI(
+        title="SSR agent discovery",
+        version="1",
+        description="Narrow a registry of A2A agent cards and MCP tools to a pool of at most K, ranked by SSR "
+        "(exact, training-free lexical signal overlap). MCP (streamable HTTP) at /mcp.",
+        lifespan=_lifespan(registry, refresh, mcp_server),
+    )
+    json_errors(app)
+    _Api(registry, token, read_only, max_k).add_routes(app)
+    if mcp_app is not None:
+        app.router.routes.extend(mcp_app.routes)
+    return BodyLimit(app, max_body)
+
+
+def _lifespan(registry: LiveRegistry, refresh: float | None, mcp_server: Any) -> Any:
+    """The app's lifespan: the refresh timer (`refresher`) and the MCP session manager run while it serves."""
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -184,147 +204,139 @@ def create_app(
             if task is not None:
                 task.cancel()
 
-    app = FastAPI(
-        title="SSR agent discovery",
-        version="1",
-        description="Narrow a registry of A2A agent cards and MCP tools to a pool of at most K, ranked by SSR "
-        "(exact, training-free lexical signal overlap). MCP (streamable HTTP) at /mcp.",
-        lifespan=lifespan,
-    )
+    return lifespan
 
-    class DiscoverRequest(BaseModel):
-        query: str = Field(max_length=MAX_QUERY_CHARS, description="the request to route")
-        k: int = Field(20, ge=1, le=max_k, description="pool size K")
-        explain: bool = Field(False, description="add each card's matched signals with their weights")
 
-    class Health(BaseModel):
-        status: str
-        cards: int
-        version: int
-        scoring: str
+class _Api:
+    """The HTTP routes over one registry (`add_routes`); writes are checked by `authorize`."""
 
-    def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse({"error": message}, status_code=status, headers=headers)
+    def __init__(self, registry: LiveRegistry, token: str | None, read_only: bool, max_k: int):
+        self.registry, self.token, self.read_only, self.max_k = registry, token, read_only, max_k
 
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = []
-        for e in exc.errors():
-            where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-            parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
-        return error(400, "; ".join(parts) or "bad request")
+    def add_routes(self, app: Any) -> None:
+        from fastapi import Request
+        from pydantic import BaseModel, Field
+        from starlette.responses import Response
+        from starlette.routing import Route
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+        max_k = self.max_k
 
-    def card_id_of(request: Request) -> str:
-        # the raw path, so that an id holding '/', '%' or '?' arrives exactly as it was encoded
-        raw = request.scope.get("raw_path") or request.url.path.encode()
-        tail = raw.decode("latin-1").split("?", 1)[0][len("/cards/"):]
-        try:
-            cid = unquote(tail, errors="strict")
-        except UnicodeDecodeError:
-            raise StarletteHTTPException(400, "card id is not percent-encoded UTF-8") from None
-        if not cid:
-            raise StarletteHTTPException(400, "empty card id")
-        return cid
+        class DiscoverRequest(BaseModel):
+            query: str = Field(max_length=MAX_QUERY_CHARS, description="the request to route")
+            k: int = Field(20, ge=1, le=max_k, description="pool size K")
+            explain: bool = Field(False, description="add each card's matched signals with their weights")
 
-    def authorize(request: Request) -> None:
-        if read_only:
-            raise StarletteHTTPException(403, "this server is read-only")
-        if token is None:
+        class Health(BaseModel):
+            status: str
+            cards: int
+            version: int
+            scoring: str
+
+        # a plain Starlette route: FastAPI's validation and dependency machinery cost about a third of a
+        # request's CPU here (0.3 of 1 ms); the route is documented through `DiscoverRequest`
+        app.router.routes.append(Route("/discover", self.discover, methods=["POST"]))
+        app.openapi = lambda: openapi_with(app, "/discover", DiscoverRequest)
+
+        # the path's card_id documents the route; the id itself is read from the raw path (`card_id_of`)
+        @app.get("/cards/{card_id:path}", summary="One card, as published")
+        async def get_card(request: Request, card_id: str) -> Response:
+            return await self.get_card(request)
+
+        @app.put("/cards/{card_id:path}", summary="Add or replace a card (body: the card as published)",
+                 status_code=201)
+        async def put_card(request: Request, card_id: str) -> Response:
+            return await self.put_card(request)
+
+        @app.delete("/cards/{card_id:path}", summary="Remove a card")
+        async def delete_card(request: Request, card_id: str) -> Response:
+            return await self.delete_card(request)
+
+        @app.get("/health", summary="Liveness and registry size")
+        async def health() -> Health:
+            view = self.registry.view()
+            return Health(status="ok", cards=len(view), version=view.version, scoring=self.registry.scoring)
+
+    def authorize(self, request: Any) -> None:
+        """Raise a 403 (read-only server) or 401 (no or a wrong bearer token) for a write."""
+        from starlette.exceptions import HTTPException
+
+        if self.read_only:
+            raise HTTPException(403, "this server is read-only")
+        if self.token is None:
             return
-        given = request.headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-            raise StarletteHTTPException(401, "writes need Authorization: Bearer <token>",
-                                         headers={"WWW-Authenticate": "Bearer"})
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
+            raise HTTPException(401, "writes need Authorization: Bearer <token>",
+                                headers={"WWW-Authenticate": "Bearer"})
 
-    async def discover(request: Request) -> Response:
-        # a plain Starlette route: FastAPI's validation and dependency machinery cost about a third of
-        # a request's CPU here (0.3 of 1 ms); the route is documented through `DiscoverRequest` below
+    async def discover(self, request: Any) -> Any:
+        from starlette.responses import Response
+
         try:
-            query, k, explain = discover_arguments(await request.body(), max_k)
+            query, k, explain = discover_arguments(await request.body(), self.max_k)
         except ValueError as exc:
-            return error(400, str(exc))
-        return Response(pool_json(registry.view(), query, k, explain), media_type="application/json")
+            return error_response(400, str(exc))
+        return Response(pool_json(self.registry.view(), query, k, explain), media_type="application/json")
 
-    app.router.routes.append(Route("/discover", discover, methods=["POST"]))
-    app.openapi = lambda: openapi_with(app, "/discover", DiscoverRequest)  # type: ignore[method-assign]
+    async def get_card(self, request: Any) -> Any:
+        from starlette.responses import Response
 
-    @app.get("/cards/{card_id:path}", summary="One card, as published")
-    async def get_card(request: Request, card_id: str) -> Response:
         cid = card_id_of(request)
         try:
-            text = registry.card_text(cid)
+            text = self.registry.card_text(cid)
         except KeyError:
-            return error(404, f"no card with id {cid!r}")
+            return error_response(404, f"no card with id {cid!r}")
         return Response(text, media_type="application/json")
 
-    @app.put("/cards/{card_id:path}", summary="Add or replace a card (body: the card as published)",
-             status_code=201)
-    async def put_card(request: Request, card_id: str) -> Response:
-        authorize(request)
+    async def put_card(self, request: Any) -> Any:
+        from starlette.responses import Response
+
+        self.authorize(request)
         cid = card_id_of(request)
-        raw = await request.body()
-        try:
-            text = raw.decode("utf-8").removeprefix("\ufeff").strip()
-            obj = json.loads(text)
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            return error(400, f"the body is not a JSON card ({str(exc)[:200]})")
-        if not isinstance(obj, dict):
-            return error(400, f"the body must be one card (a JSON object), got {type(obj).__name__}")
-        explicit = obj.get("id")
-        if explicit is not None and str(explicit) != cid:
-            return error(409, f"the card's own id {explicit!r} differs from the id in the path {cid!r}")
-        obj_for_id = obj if explicit is not None else {**obj, "id": cid}
-        try:
-            card = parse_card(obj_for_id, f"PUT /cards/{cid}", None, 1, raw=text)
-        except InputError as exc:
-            return error(400, str(exc))
-        sent = time.perf_counter()
-
-        def put() -> dict[str, Any]:
-            started, paused = time.perf_counter(), GC_CLOCK.seconds
-            out = registry.put_many([card])
-            out["ms"]["hop"], out["ended"] = round((started - sent) * 1e3, 2), time.perf_counter()
-            out["gc_ms"] = round((GC_CLOCK.seconds - paused) * 1e3, 2)  # within the phases: not one of them
-            return out
-
+        card = card_of_body(cid, await request.body())
+        if not isinstance(card, AgentCard):
+            return card  # the error response
         try:
             # committed (durable) and shown off the event loop: other requests are answered meanwhile
-            report = await asyncio.to_thread(put)
+            report = await timed_write(lambda: self.registry.put_many([card]))
         except SsrError as exc:
-            return error(409, str(exc))
-        # where the time went: put_many's phases, the hop to its thread and the way back to the loop
-        report["ms"]["back"] = round((time.perf_counter() - report["ended"]) * 1e3, 2)
+            return error_response(409, str(exc))
         replaced = report["replaced"] > 0
         body = json.dumps({"id": cid, "created": not replaced, "version": report["version"],
                            "ms": report.get("ms"), "gc_ms": report["gc_ms"], "merging": report.get("merging")})
         return Response(body, status_code=200 if replaced else 201, media_type="application/json")
 
-    @app.delete("/cards/{card_id:path}", summary="Remove a card")
-    async def delete_card(request: Request, card_id: str) -> Response:
-        authorize(request)
+    async def delete_card(self, request: Any) -> Any:
+        from starlette.responses import Response
+
+        self.authorize(request)
         cid = card_id_of(request)
         try:
-            report = await asyncio.to_thread(registry.delete_many, [cid])
+            report = await asyncio.to_thread(self.registry.delete_many, [cid])
         except SsrError as exc:
-            return error(409, str(exc))
+            return error_response(409, str(exc))
         if not report["deleted"]:
-            return error(404, f"no card with id {cid!r}")
+            return error_response(404, f"no card with id {cid!r}")
         return Response(json.dumps({"id": cid, "deleted": True, "version": report["version"]}),
                         media_type="application/json")
 
-    @app.get("/health", summary="Liveness and registry size")
-    async def health() -> Health:
-        view = registry.view()
-        return Health(status="ok", cards=len(view), version=view.version, scoring=registry.scoring)
 
-    if mcp_app is not None:
-        app.router.routes.extend(mcp_app.routes)
-    return BodyLimit(app, max_body)
+async def timed_write(write: Any) -> dict[str, Any]:
+    """Run a registry write (`put_many`) on a thread; its report gets where the time went besides its own
+    phases: "hop" (to the thread) and "back" (to the event loop) in its "ms", and "gc_ms" (collections
+    within the phases)."""
+    sent = time.perf_counter()
+
+    def run() -> dict[str, Any]:
+        started, paused = time.perf_counter(), GC_CLOCK.seconds
+        out = write()
+        out["ms"]["hop"], out["ended"] = round((started - sent) * 1e3, 2), time.perf_counter()
+        out["gc_ms"] = round((GC_CLOCK.seconds - paused) * 1e3, 2)
+        return out
+
+    report = await asyncio.to_thread(run)
+    report["ms"]["back"] = round((time.perf_counter() - report.pop("ended")) * 1e3, 2)
+    return report
 
 
 def serve(
@@ -343,8 +355,11 @@ def serve(
         raise SsrError("--max-k and --max-body must be >= 1")
     if not 0 <= port <= 65535:
         raise SsrError(f"--port must be in 0..65535, got {port}")
-    # HTTP writes merge segments in the background: a write's visibility never waits for its merge
+    # HTTP writes merge segments in the background: a write's visibility never waits for its merge, nor
+    # for the removal of the segments a merge replaced
     registry = LiveRegistry.open(index_dir, background=not (stdio or read_only))
+    if not (stdio or read_only):
+        remove_in_background()
     if stdio:
         registry.warm_up(writes=False)
         mcp_server = create_mcp(registry, max_k, refresh=True)

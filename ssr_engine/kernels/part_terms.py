@@ -99,19 +99,35 @@ def _first_at_least(vocab, key, lo, checked, shift, strict):
 
 
 @nb.njit(cache=True, nogil=True)
+def _gallop(a, x, lo):
+    """The first position >= lo of sorted `a` whose value is >= x, where a[:lo] < x: steps doubling from lo,
+    then bisection (a few reads near lo when x is close, where a search from scratch misses ~log2(n) times)."""
+    n = a.shape[0]
+    hi = lo
+    step = 1
+    while hi < n and a[hi] < x:
+        lo = hi + 1
+        hi += step
+        step <<= 1
+    return lo + np.searchsorted(a[lo : min(hi, n)], x)
+
+
+@nb.njit(cache=True, nogil=True)
 def lookup_parts(keys, order, data, offsets, vocabs, checkeds, shift, strict, tables, table_offsets, codess, bitss,
                  indptrs, n_postings, n_docs, deleted_terms, deleted_df, terms, df):
     """Term id and live df in each part of each signal (span i of (data, offsets), vocabulary key keys[i]).
 
-    keys: uint32 or uint64[n], the same rule in every part (`format.Index.keys_of`); order int64[n]:
-    the signals by key (np.argsort(keys)). Per part s (typed lists): vocabs[s] (sorted keys),
+    keys: uint32 or uint64[n], the same rule in every part (`format.Index.keys_of`); order int64:
+    the signals by key (np.argsort(keys)), or a contiguous slice of it (threads looking up one batch:
+    each its own range of keys, each part's vocabulary walked as densely as by one call; entries of
+    other signals are left as they are). Per part s (typed lists): vocabs[s] (sorted keys),
     checkeds[s] (its checked blocks), tables[s], table_offsets[s], codess[s], bitss[s] (its strings,
     `kernels.strings`), indptrs[s] over n_postings[s] postings of n_docs[s] documents, deleted_terms[s]
     (sorted int64) with deleted_df[s] (`parts.Part`). Writes terms[s, i] (-1 when unknown) and df[s, i]
     (live documents; 0 when unknown). Returns -1, or the first part whose vocabulary or offsets failed a
     check (its rows are then not to be trusted).
     """
-    n = keys.shape[0]
+    n = order.shape[0]
     for s in range(len(vocabs)):
         vocab, checked, table, t_off, codes, bits = vocabs[s], checkeds[s], tables[s], table_offsets[s], codess[s], \
             bitss[s]
@@ -119,6 +135,7 @@ def lookup_parts(keys, order, data, offsets, vocabs, checkeds, shift, strict, ta
         v = vocab.shape[0]
         n_bytes = table.shape[0]
         lo = 0
+        g = 0  # where the last deleted-df search ended: the terms found mostly ascend
         for j in range(n):
             i = order[j]
             terms[s, i] = -1
@@ -147,9 +164,9 @@ def lookup_parts(keys, order, data, offsets, vocabs, checkeds, shift, strict, ta
                     terms[s, i] = p
                     live = b - a
                     if gone.shape[0]:  # minus its deleted documents
-                        x = np.searchsorted(gone, p)
-                        if x < gone.shape[0] and gone[x] == p:
-                            live -= gone_df[x]
+                        g = _gallop(gone, p, g if g == 0 or gone[g - 1] < p else 0)
+                        if g < gone.shape[0] and gone[g] == p:
+                            live -= gone_df[g]
                     df[s, i] = live
                     break
                 p += 1
@@ -172,13 +189,20 @@ def group_terms(sdata, soffsets, seed, mask, key_shift, vocabs, checkeds, shift,
                 bitss, indptrs, n_postings, n_docs, deleted_terms, deleted_df, terms, df):
     """`lookup_parts` of signals (spans of sdata) in parts sharing one key rule: key = (fnv1a64 with
     seed & mask) >> key_shift in the vocabularies' dtype (`query.prepare`'s). Returns as `lookup_parts`."""
+    keys, order = keyed(sdata, soffsets, seed, mask, key_shift, vocabs)
+    return lookup_parts(keys, order, sdata, soffsets, vocabs, checkeds, shift, strict, tables, table_offsets, codess,
+                        bitss, indptrs, n_postings, n_docs, deleted_terms, deleted_df, terms, df)
+
+
+@nb.njit(cache=True, nogil=True)
+def keyed(sdata, soffsets, seed, mask, key_shift, vocabs):
+    """The vocabulary key of each signal (span of sdata): (fnv1a64 with seed & mask) >> key_shift in the
+    vocabularies' dtype (`query.prepare`'s rule), and the signals in key order (int64, stable)."""
     n = soffsets.shape[0] - 1
     keys = np.empty(n, dtype=vocabs[0].dtype)
     for i in range(n):
         keys[i] = (fnv1a64(sdata, soffsets[i], soffsets[i + 1], seed) & mask) >> key_shift
-    return lookup_parts(keys, np.argsort(keys, kind="mergesort"), sdata, soffsets, vocabs, checkeds, shift, strict,
-                        tables, table_offsets, codess, bitss, indptrs, n_postings, n_docs, deleted_terms,
-                        deleted_df, terms, df)
+    return keys, np.argsort(keys, kind="mergesort")
 
 
 @nb.njit(cache=True, nogil=True)
