@@ -17,8 +17,6 @@ matches) alone and keeps the best k plus every row tying with the k-th; the call
 rows' ids; `order_candidates` sorts each run of (score, matches) ties by id and cuts to k.
 `merge_keyed` merges rows whose ids are given as their ranks in the collection's id order (a
 sharded index stores them: `distributed.layout.id_ranks`): the key is three numbers, no id is read.
-All three are one k-way walk (`_k_way`); `merge_two`, the two-run walk of a running top k inside other
-kernels, decides ties by the same `tie_before`.
 
 An id containing U+0000 is not supported (NumPy str arrays cannot hold a trailing one either).
 """
@@ -86,55 +84,31 @@ def span_compare(x, xa, xz, y, ya, yz, integer):
 
 
 def tie_before(ties, x, y):
-    """True when row x ranks before row y, two rows that tie on score and matches: the one id-order test of
-    every merge here (`merge_two`, `merge_ranked`, `merge_keyed`, `select_candidates`).
+    """`merge_two`'s tie test: True when row x ranks before row y (they tie on score and matches).
 
     `ties` says what x and y are, and Numba picks the test by its TYPE when a kernel compiles (as
-    `packed.at` picks a reader):
-    - an integer (0): keys rank << 32 | document (distinct), the smaller first (shards, whose ranks are the
-      collection's);
-    - `(id_offsets, id_bytes, integer)`: collection document numbers, document d's id being
-      id_bytes[id_offsets[d]:id_offsets[d + 1]], compared by `span_compare` (live segments);
-    - `(codes, integer)`: rows of ids as zero-padded UCS-4 code units, compared by `id_compare`;
-    - a 1-D array: rows' ids given as their ranks in the collection's id order (distinct), the smaller first;
-    - None: no id at hand, so never before (a stable walk keeps tied rows in part order).
-    (A jitted function passed as an argument, pynndescent's way, was tried first: a caller passing one that
-    reads arrays could not be cached by Numba, "dynamic globals".)
+    `packed.at` picks a reader): an integer (0): keys rank << 32 | document (distinct), the smaller first
+    (shards, whose ranks are the collection's); `(id_offsets, id_bytes, integer)`: collection document
+    numbers, document d's id being id_bytes[id_offsets[d]:id_offsets[d + 1]], compared by `span_compare`
+    (live segments). (A jitted function passed as an argument, pynndescent's way, was tried first: a caller
+    passing one that reads arrays could not be cached by Numba, "dynamic globals".)
     """
-    if ties is None:
-        return False
-    if isinstance(ties, tuple) and len(ties) == 3:
+    if isinstance(ties, tuple):
         id_offsets, id_bytes, integer = ties
         return span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
-                            id_offsets[y + 1], integer) < 0
-    if isinstance(ties, tuple):
-        codes, integer = ties
-        return id_compare(codes, x, y, integer) < 0
-    if isinstance(ties, np.ndarray):
-        return ties[x] < ties[y]
+                               id_offsets[y + 1], integer) < 0
     return x < y
 
 
 @nb.extending.overload(tie_before, inline="always")
 def _tie_before(ties, x, y):
-    if isinstance(ties, (nb.types.NoneType, nb.types.Omitted)):
-        return lambda ties, x, y: False
     if isinstance(ties, nb.types.Integer):
         return lambda ties, x, y: x < y
-    if isinstance(ties, nb.types.Array):
-        return lambda ties, x, y: ties[x] < ties[y]
-    if isinstance(ties, nb.types.BaseTuple) and len(ties) == 2:
-
-        def by_code_units(ties, x, y):
-            codes, integer = ties
-            return id_compare(codes, x, y, integer) < 0
-
-        return by_code_units
 
     def by_id(ties, x, y):
         id_offsets, id_bytes, integer = ties
         return span_compare(id_bytes, id_offsets[x], id_offsets[x + 1], id_bytes, id_offsets[y],
-                            id_offsets[y + 1], integer) < 0
+                               id_offsets[y + 1], integer) < 0
 
     return by_id
 
@@ -184,49 +158,24 @@ def _score_before(r1, r2, scores, matches):
 
 
 @nb.njit(cache=True, parallel=True)
-def _k_way(starts, ends, scores, matches, ties, k, keep_ties, counts, out_offsets, out_rows, count_only):
-    """The one k-way walk of every merge here: per query, the part whose next row ranks first by (score desc,
-    matches desc, `tie_before(ties, ...)`) gives the next row, until k rows (k <= 0: every row) or, with
-    `keep_ties`, past k while rows still tie with the k-th on (score, matches).
-
-    Parameters
-    ----------
-    starts, ends : int64 ndarrays, shape (Q, S): query q's rows from part s are starts[q, s]:ends[q, s], in
-        rank order
-    scores : float64 ndarray, shape (n,); matches : int32 ndarray, shape (n,)
-    ties : see `tie_before` (None, `(codes, integer)` or ranks uint32[n])
-    counts : int64 ndarray, shape (Q,), out: rows chosen per query
-    out_offsets : int64 ndarray, shape (Q + 1,); out_rows : int64 ndarray: query q's rows go to
-        out_rows[out_offsets[q]:], unless `count_only`
-    """
-    nq = starts.shape[0]
-    n_parts = starts.shape[1]
+def _select(offsets, scores, matches, k, counts, out_offsets, out_rows, count_only):
+    nq = offsets.shape[0]
+    n_parts = offsets.shape[1] - 1
     for q in nb.prange(nq):
-        heads = starts[q].copy()
+        heads = offsets[q, :n_parts].copy()
         n = 0
         last = -1
         while True:
             best = -1
             for s in range(n_parts):
-                if heads[s] < ends[q, s]:
-                    if best < 0:
-                        best = s
-                        continue
-                    r1 = heads[s]
-                    r2 = heads[best]
-                    if scores[r1] != scores[r2]:
-                        before = scores[r1] > scores[r2]
-                    elif matches[r1] != matches[r2]:
-                        before = matches[r1] > matches[r2]
-                    else:
-                        before = tie_before(ties, r1, r2)
-                    if before:
+                if heads[s] < offsets[q, s + 1]:
+                    if best < 0 or _score_before(heads[s], heads[best], scores, matches):
                         best = s
             if best < 0:
                 break
             r = heads[best]
             # past k, only rows that tie with the k-th on (score, matches) may still enter the top k
-            if k > 0 and n >= k and (not keep_ties or _score_before(last, r, scores, matches)):
+            if k > 0 and n >= k and _score_before(last, r, scores, matches):
                 break
             if not count_only:
                 out_rows[out_offsets[q] + n] = r
@@ -236,26 +185,6 @@ def _k_way(starts, ends, scores, matches, ties, k, keep_ties, counts, out_offset
         counts[q] = n
 
 
-def _walk(starts, ends, scores, matches, ties, k, keep_ties=False):
-    """`_k_way` sized and run: (out_offsets int64[Q + 1], rows int64), each query's chosen rows best first."""
-    starts = np.ascontiguousarray(starts, dtype=np.int64)
-    ends = np.ascontiguousarray(ends, dtype=np.int64)
-    scores = np.asarray(scores, dtype=np.float64)
-    matches = np.asarray(matches, dtype=np.int32)
-    nq = starts.shape[0]
-    counts = (ends - starts).sum(axis=1)
-    if keep_ties:  # how many tie with the k-th is known only by walking: count first
-        none = np.zeros(0, dtype=np.int64)
-        _k_way(starts, ends, scores, matches, ties, np.int64(k), True, counts, none, none, True)
-    elif k > 0:
-        counts = np.minimum(counts, k)
-    out = np.zeros(nq + 1, dtype=np.int64)
-    np.cumsum(counts, out=out[1:])
-    rows = np.empty(int(out[-1]), dtype=np.int64)
-    _k_way(starts, ends, scores, matches, ties, np.int64(k), bool(keep_ties), counts, out, rows, False)
-    return out, rows
-
-
 def select_candidates(offsets, scores, matches, k):
     """The rows that can be in each query's top k: the best k by (score, matches) and every row tying
     with the k-th on both (their ids decide). Rows come out in (score, matches) order, ties in part
@@ -263,15 +192,25 @@ def select_candidates(offsets, scores, matches, k):
 
     offsets int64[Q, S + 1] as in `merge_ranked`. Returns (sel_offsets int64[Q + 1], rows int64).
     """
-    offsets = np.asarray(offsets, dtype=np.int64)
-    return _walk(offsets[:, :-1], offsets[:, 1:], scores, matches, None, k, keep_ties=True)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    scores = np.asarray(scores, dtype=np.float64)
+    matches = np.asarray(matches, dtype=np.int32)
+    nq = offsets.shape[0]
+    counts = np.zeros(nq, dtype=np.int64)
+    sel = np.zeros(nq + 1, dtype=np.int64)
+    _select(offsets, scores, matches, np.int64(k), counts, sel, np.zeros(0, dtype=np.int64), True)
+    np.cumsum(counts, out=sel[1:])
+    rows = np.empty(int(sel[-1]), dtype=np.int64)
+    _select(offsets, scores, matches, np.int64(k), counts, sel, rows, False)
+    return sel, rows
 
 
 @nb.njit(cache=True, nogil=True)
 def _sort_group(idx, tmp, lo, hi, codes, integer):
     """Stable merge sort of idx[lo:hi] by id (bottom-up). The same merge as `text._sort_tokens`,
     kept apart for the measured reason given there (a comparison passed with its arrays costs
-    reference counting on every step)."""
+    reference counting on every step); so are the three "which part's row goes first" loops below (one walk
+    taking the id test by type, tried in issue 11, made merge_ranked 1.4-1.5x slower: RESULTS.md)."""
     width = 1
     n = hi - lo
     while width < n:
@@ -337,6 +276,34 @@ def order_candidates(sel, scores, matches, codes, k, integer=False):
     return out, idx[keep]
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _before(r1, r2, scores, matches, codes, integer):
+    """True when row r1 ranks before row r2."""
+    if scores[r1] != scores[r2]:
+        return scores[r1] > scores[r2]
+    if matches[r1] != matches[r2]:
+        return matches[r1] > matches[r2]
+    return id_compare(codes, r1, r2, integer) < 0
+
+
+@nb.njit(cache=True, parallel=True)
+def _merge(offsets, scores, matches, codes, k, integer, out_offsets, out_rows):
+    nq = offsets.shape[0]
+    n_parts = offsets.shape[1] - 1
+    for q in nb.prange(nq):
+        heads = offsets[q, :n_parts].copy()
+        dst = out_offsets[q]
+        for _ in range(out_offsets[q + 1] - out_offsets[q]):
+            best = -1
+            for s in range(n_parts):
+                if heads[s] < offsets[q, s + 1]:
+                    if best < 0 or _before(heads[s], heads[best], scores, matches, codes, integer):
+                        best = s
+            out_rows[dst] = heads[best]
+            heads[best] += 1
+            dst += 1
+
+
 def merge_ranked(offsets, scores, matches, codes, k, integer=False):
     """Merge per-part ranked lists into each query's global top-k.
 
@@ -345,11 +312,44 @@ def merge_ranked(offsets, scores, matches, codes, k, integer=False):
     codes uint32[n, w] (ids as zero-padded UCS-4). k <= 0 keeps every row.
     Returns (out_offsets int64[Q + 1], rows int64): the chosen rows of each query, best first.
     """
-    offsets = np.asarray(offsets, dtype=np.int64)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    counts = offsets[:, -1] - offsets[:, 0]
+    if k > 0:
+        counts = np.minimum(counts, k)
+    out_offsets = np.zeros(offsets.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=out_offsets[1:])
+    rows = np.empty(int(out_offsets[-1]), dtype=np.int64)
     if codes.ndim != 2 or codes.shape[1] == 0:
-        codes = np.zeros((max(np.asarray(scores).shape[0], 1), 1), dtype=np.uint32)
-    ties = (np.ascontiguousarray(codes, dtype=np.uint32), bool(integer))
-    return _walk(offsets[:, :-1], offsets[:, 1:], scores, matches, ties, k)
+        codes = np.zeros((max(scores.shape[0], 1), 1), dtype=np.uint32)
+    _merge(offsets, np.asarray(scores, dtype=np.float64), np.asarray(matches, dtype=np.int32),
+           np.ascontiguousarray(codes, dtype=np.uint32), np.int64(k), bool(integer),
+           out_offsets, rows)
+    return out_offsets, rows
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _key_before(r1, r2, scores, matches, ranks):
+    """True when row r1 ranks before row r2, ids given as their collection-wide ranks."""
+    if scores[r1] != scores[r2]:
+        return scores[r1] > scores[r2]
+    if matches[r1] != matches[r2]:
+        return matches[r1] > matches[r2]
+    return ranks[r1] < ranks[r2]
+
+
+@nb.njit(cache=True, parallel=True)
+def _merge_keyed(starts, ends, scores, matches, ranks, out_offsets, out_rows):
+    nq = starts.shape[0]
+    n_parts = starts.shape[1]
+    for q in nb.prange(nq):
+        heads = starts[q].copy()
+        for dst in range(out_offsets[q], out_offsets[q + 1]):
+            best = -1
+            for s in range(n_parts):
+                if heads[s] < ends[q, s] and (best < 0 or _key_before(heads[s], heads[best], scores, matches, ranks)):
+                    best = s
+            out_rows[dst] = heads[best]
+            heads[best] += 1
 
 
 def merge_keyed(starts, ends, scores, matches, ranks, k):
@@ -360,4 +360,14 @@ def merge_keyed(starts, ends, scores, matches, ranks, k):
     scores float64[n], matches int32[n], ranks uint32[n] (distinct). k <= 0 keeps every row.
     Returns (out_offsets int64[Q + 1], rows int64): the chosen rows of each query, best first.
     """
-    return _walk(starts, ends, scores, matches, np.asarray(ranks, dtype=np.uint32), k)
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    counts = (ends - starts).sum(axis=1)
+    if k > 0:
+        counts = np.minimum(counts, k)
+    out_offsets = np.zeros(starts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=out_offsets[1:])
+    rows = np.empty(int(out_offsets[-1]), dtype=np.int64)
+    _merge_keyed(starts, ends, np.asarray(scores, dtype=np.float64), np.asarray(matches, dtype=np.int32),
+                 np.asarray(ranks, dtype=np.uint32), out_offsets, rows)
+    return out_offsets, rows
