@@ -59,6 +59,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ssr_engine.generations import OWNER
+
 QUERIES = ["w1 w2 w3", "w5 w7 w11", "w0 w3", "w17"]
 
 CHILD = """
@@ -353,7 +355,8 @@ def index_cases(args, rnd, work, bases, foreign, add_tsv, counts, failures) -> N
                      lambda w, rel=rel, cut=cut: os.truncate(w / rel, cut))
             case("grow", f"{scoring} {rel} + 4096 zero bytes", scoring,
                  lambda w, rel=rel: grow(w / rel, 4096))
-            if scoring in foreign and (foreign[scoring] / rel).is_file():
+            # (another index's owner marker is as good as this one's: it says only that the engine made the folder)
+            if scoring in foreign and (foreign[scoring] / rel).is_file() and rel.name != OWNER:
                 case("foreign file", f"{scoring} {rel} from another index", scoring,
                      lambda w, rel=rel, src=foreign[scoring]: shutil.copyfile(src / rel, w / rel))
         for i, x in enumerate(files):
