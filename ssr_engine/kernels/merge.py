@@ -210,7 +210,8 @@ def _sort_group(idx, tmp, lo, hi, codes, integer):
     """Stable merge sort of idx[lo:hi] by id (bottom-up). The same merge as `text._sort_tokens`,
     kept apart for the measured reason given there (a comparison passed with its arrays costs
     reference counting on every step); so are the three "which part's row goes first" loops below (one walk
-    taking the id test by type, tried in issue 11, made merge_ranked 1.4-1.5x slower: RESULTS.md)."""
+    taking the id test by type, tried in issue 11, made merge_ranked 1.4-2.8x slower at K=10 and no faster
+    at K=1000: RESULTS.md)."""
     width = 1
     n = hi - lo
     while width < n:
