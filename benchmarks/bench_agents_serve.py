@@ -344,6 +344,9 @@ def main() -> int:
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     args = p.parse_args()
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
+    if not {"latency", "throughput"} <= skip and shutil.which("wrk") is None:
+        # found out before the 100,000-card build, not after it
+        p.error("the latency and throughput phases need wrk (Debian package `wrk`); or --skip latency,throughput")
 
     args.work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"cards": args.cards, "machine_cpus": os.cpu_count(), "tree": str(ROOT),

@@ -100,3 +100,21 @@ def test_bench_cli_defaults_to_the_bundled_metatool_and_quiet_prints_nothing(tmp
     _check_consistent(reg["methods"]["ssr"], 60)
     assert main(argv[:-1] + ["--no-metatool", "--metatool", str(tmp_path)]) == 2
     assert "--metatool and --no-metatool" in capsys.readouterr().err
+
+
+def test_serve_bench_without_wrk_exits_2_before_building(tmp_path):
+    """benchmarks/bench_agents_serve.py needs wrk for two phases: said at once, exit 2, nothing built."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_agents_serve.py"
+    empty_path = tmp_path / "bin"
+    empty_path.mkdir()
+    work = tmp_path / "work"
+    r = subprocess.run([sys.executable, str(script), "--work", str(work)], capture_output=True, text=True,
+                       env={**os.environ, "PATH": str(empty_path)}, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "wrk" in r.stderr and "--skip latency,throughput" in r.stderr
+    assert not work.exists()
