@@ -70,7 +70,7 @@ class LiveIndex:
     def __init__(self, path: str | os.PathLike[str], quiet: bool = True, workers: int | None = None,
                  chunk_docs: int = CHUNK_DOCS, merge: bool = True):
         self.root = resolve_index(path)
-        self.merge_after_add = merge  # `add` merges segments of about the same size after its commit (`merge`)
+        self.merge_after_add = merge  # `add` merges the newest segments after its commit (`merge`)
         self.quiet = quiet
         self.workers = workers or os.cpu_count() or 1
         self.chunk_docs = chunk_docs
@@ -101,9 +101,9 @@ class LiveIndex:
         registry's card store for the added cards). `expect_generation`: write only if the index is
         still at that commit (checked under the writer lock), else raise `StaleCommit`: a caller that
         re-adds documents it read earlier (an agent registry's merges) never undoes a newer write.
-        Built under the writer lock (`prepare` + `publish` build it before taking it); once visible, segments of
-        about the same size are merged (`merge`; not if merge=False). Returns {"added", "replaced", "segment",
-        "generation", "seconds", "merges" (`merge`'s list)}.
+        Built under the writer lock (`prepare` + `publish` build it before taking it); once visible, the newest
+        segments are merged as `live_merges.size_plan` says (`merge`; not if merge=False). Returns {"added",
+        "replaced", "segment", "generation", "seconds", "merges" (`merge`'s list)}.
         """
         source, label = _source(docs, collection)
         started = time.time()
@@ -121,7 +121,7 @@ class LiveIndex:
         return report
 
     def merge(self) -> list[dict[str, Any]]:
-        """Merge segments of about the same size while `live_merges.merge_plan` finds some (one report each,
+        """Merge the newest segments while `live_merges.size_plan` finds some (one report each,
         `live_merges.merge_once`); one another writer got in the way of is left for later: {"postponed": why}."""
         done: list[dict[str, Any]] = []
         try:
