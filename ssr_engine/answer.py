@@ -1,8 +1,9 @@
-"""A `Searcher`'s batches of methods ssr and levels, one kernel call a piece (`kernels.answer`).
+"""A `Searcher`'s batches of methods ssr and levels, GIL-free kernel calls (`kernels.answer`).
 
 Texts in, `SearchResult`s out: each piece of queries is prepared, searched and given its id rows by one
-GIL-free call, so a thread holds the GIL only to make its pieces' result objects (`pieces.Helpers` runs
-the pieces of a threaded batch on the calling thread and kept helpers).
+GIL-free call. A threaded batch runs on the calling thread and kept helpers (`pieces.Helpers`); up to
+_FLAT_MOST rows each helper answers all its pieces in one GIL-free call (`kernels.answer_pieces`) and only
+the calling thread holds the GIL, to make the result objects.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .errors import IndexFormatError
 from .format import Index
 from .ids import ucs4_ids
 from .kernels import levels, probe
-from .kernels.answer import BAD_POSTINGS, BAD_TERMS, WIDER, answer
+from .kernels.answer import BAD_POSTINGS, BAD_TERMS, WIDER, answer, answer_pieces, stop_taking
 from .kernels.candidates import cap_k
 from .pieces import Helpers, guided
 from .query_terms import utf8
@@ -81,29 +82,41 @@ class Answers:
         index = self.index
         table = self._id_table()
         data, q_offsets = utf8(queries)
-        if k not in self._sizes:
-            _, _, width, most, _, entries = levels.plan(index.n_docs, _ONE, k, self._block, 1, levels._BUFFER)
-            self._sizes[k] = (width, most, entries)
-        width, k, entries = self._sizes[k]
-        holder = getattr(self._local, "work", None)
-        if holder is None:
-            holder = self._local.work = [None]
+        width, k, entries = self._sized(k)
         longest = 0
         while True:
-            work = probe.fit_workspace(holder, 1, width, index.n_docs, longest, entries)
+            work = self._work(width, longest, entries)
             offsets, docs, scores, matches, rows, status, longest = answer(
                 data, q_offsets, self._prepare_args, self._ix, np.int64(k), np.int64(width), work, probe._RULE,
                 self.monotone, method == "ssr", table)
             if status != WIDER:
                 break
-        if status == BAD_TERMS:
-            raise TermsCheckFailed(f"{index.path}: a vocabulary or term offsets check failed (corrupt index; rebuild "
-                                   "it)")
-        if status == BAD_POSTINGS:
-            with kernel_guard(index):
-                levels.corrupt(work)
+        self._check(status, work)
         ids = ucs4_ids(rows) if table.shape[1] else index.ids_of(docs)
         return offsets, docs, scores, matches, ids
+
+    def _sized(self, k: int) -> tuple[int, int, int]:
+        """A call's (block width, k as the kernels take it, buffer entries) for this k (made once a k)."""
+        if k not in self._sizes:
+            _, _, width, most, _, entries = levels.plan(self.index.n_docs, _ONE, k, self._block, 1, levels._BUFFER)
+            self._sizes[k] = (width, most, entries)
+        return self._sizes[k]
+
+    def _work(self, width: int, longest: int, entries: int) -> tuple[Any, ...]:
+        """The calling thread's workspace, fitted to a call of these sizes (`probe.fit_workspace`)."""
+        holder = getattr(self._local, "work", None)
+        if holder is None:
+            holder = self._local.work = [None]
+        return probe.fit_workspace(holder, 1, width, self.index.n_docs, longest, entries)
+
+    def _check(self, status: int, work: tuple[Any, ...]) -> None:
+        """Raise the error a kernel's failed status names (`kernels.answer`); nothing for OK."""
+        if status == BAD_TERMS:
+            raise TermsCheckFailed(f"{self.index.path}: a vocabulary or term offsets check failed (corrupt index; "
+                                   "rebuild it)")
+        if status == BAD_POSTINGS:
+            with kernel_guard(self.index):
+                levels.corrupt(work)
 
     def batch(self, queries: list[str], k: int, method: str, threads: int | None) -> list[SearchResult]:
         """Every query's top k (k >= 1) on `threads` threads (None: Numba's current count); one query or one
@@ -125,31 +138,66 @@ class Answers:
         return split_results(offsets, ids, docs, scores, matches)
 
     def threaded(self, queries: list[str], k: int, method: str, threads: int) -> list[SearchResult]:
-        """A batch on `threads` threads taking pieces of queries one at a time. Below _FLAT_MOST rows each
-        piece copies its rows into its region (k rows a query) of one flat set of arrays for the batch: the
-        results are views of four arrays that go back to the system whole when dropped. Results in query
-        order."""
-        most = cap_k(k, self.index.n_docs)
+        """A batch on `threads` threads taking pieces of queries one at a time. Results in query order.
+
+        Up to _FLAT_MOST rows (k a query), every thread runs one GIL-free call (`kernels.answer_pieces`) that
+        takes pieces and writes their rows into the batch's flat arrays (the results are views of them, which
+        go back to the system whole when dropped); the calling thread alone makes the result objects, of the
+        pieces written so far (in order) after each of its own pieces, and of the rest at the end. So no thread
+        waits for the GIL, which a thread preempted by another process would hold (benchmarks/RESULTS.md).
+        Beyond, each piece makes its own arrays and results on its thread.
+        """
+        width, most, entries = self._sized(k)
         spans = guided(len(queries), threads, _PIECE[0], self._piece_most(k))
         if len(queries) * most > _FLAT_MOST:
             parts = self._helpers.map(lambda ab: self.serial(queries[ab[0] : ab[1]], k, method), spans, threads)
             return [r for part in parts for r in part]
         total = len(queries) * most
-        docs, scores, matches = (np.empty(total, dtype=t) for t in (np.int64, np.float64, np.int32))
         table = self._id_table()
-        ids = np.empty(total, dtype=f"<U{table.shape[1]}" if table.shape[1] else self.index.ids_of(
-            np.zeros(min(1, self.index.n_docs), dtype=np.int64)).dtype)
+        ends, docs = np.empty(len(queries), np.int64), np.empty(total, np.int64)
+        scores, matches = np.empty(total, np.float64), np.empty(total, np.int32)
+        rows = np.empty((total if table.shape[1] else 0, table.shape[1]), np.uint32)
+        flat = (ends, docs, scores, matches, rows)
+        ids = ucs4_ids(rows) if table.shape[1] else None
+        data, q_offsets = utf8(queries)
+        cut = np.array(spans, dtype=np.int64)
+        shared = np.zeros(len(spans) + 2, dtype=np.int64)  # `answer_pieces`: next piece, written flags, split up to
+        fixed = (self._prepare_args, self._ix, np.int64(most), np.int64(width))
+        monotone, probing = self.monotone, method == "ssr"
+        out: list[list[SearchResult]] = []
 
-        def piece(ab: tuple[int, int]) -> list[SearchResult]:
-            a = ab[0]
-            offsets, d, s, m, got = self(queries[a : ab[1]], k, method)
-            b = a * most
-            e = b + d.shape[0]
-            docs[b:e], scores[b:e], matches[b:e] = d, s, m
-            if got.dtype.itemsize > ids.dtype.itemsize:  # ids wider than the first (ids without a fixed width)
-                return split_results(offsets, got, d, s, m)
-            ids[b:e] = got
-            return split_results(offsets + b, ids, docs, scores, matches)
+        def results(p: int) -> list[SearchResult]:
+            a, b = spans[p]
+            bounds = np.empty(b - a + 1, dtype=np.int64)
+            bounds[0] = a * most
+            bounds[1:] = ends[a:b]
+            if ids is not None:
+                return split_results(bounds, ids, docs, scores, matches)
+            r0, r1 = bounds[0], bounds[-1]  # ids without a fixed width: the piece's own
+            return split_results(bounds - r0, self.index.ids_of(docs[r0:r1]), docs[r0:r1], scores[r0:r1],
+                                 matches[r0:r1])
 
-        parts = self._helpers.map(piece, spans, threads)
-        return [r for part in parts for r in part]
+        def run(thread: int) -> None:
+            try:
+                taking(thread)
+            except BaseException:
+                stop_taking(shared)  # the other threads stop after their current piece
+                raise
+
+        def taking(thread: int) -> None:
+            first, longest = -1, 0
+            while True:
+                work = self._work(width, longest, entries)
+                status, p, longest, written = answer_pieces(data, q_offsets, cut, shared, first, thread == 0, *fixed,
+                                                            work, probe._RULE, monotone, probing, table, *flat)
+                first = p if status == WIDER else -1
+                self._check(status, work)
+                if p < 0:
+                    return
+                if thread == 0:  # the pieces written so far, in order: only this thread holds the GIL
+                    out.extend(results(q) for q in range(len(out), written))
+                    shared[-1] = written
+
+        self._helpers.each(run, threads)
+        out.extend(results(q) for q in range(len(out), len(spans)))
+        return [r for part in out for r in part]

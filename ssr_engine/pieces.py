@@ -62,15 +62,23 @@ class Helpers:
                 failed.set()
                 raise
 
-        helpers = [self._executor().submit(work) for _ in range(min(threads, len(pieces)) - 1)]
+        self.each(lambda _: work(), min(threads, len(pieces)))
+        return out  # type: ignore[return-value]  # every piece ran: no None is left
+
+    def each(self, fn: Callable[[int], None], threads: int) -> None:
+        """fn(0) on the calling thread and fn(1) .. fn(threads - 1) on helpers, at once.
+
+        Returns once every call has returned; the calling thread's exception, else the first helper's,
+        is raised after every call has stopped.
+        """
+        helpers = [self._executor().submit(fn, i) for i in range(1, threads)]
         try:
-            work()
+            fn(0)
         finally:
             for h in helpers:  # wait for each helper whatever happened here
                 h.exception()
         for h in helpers:
             h.result()
-        return out  # type: ignore[return-value]  # every piece ran: no None is left
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:

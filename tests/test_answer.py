@@ -72,6 +72,12 @@ def test_corrupt_postings_fail_the_call_and_leave_the_workspace_clean(tmp_path):
     for threads in (1, 2):
         with pytest.raises(IndexFormatError, match="postings_docs.npy"):
             searcher.search_batch(["w1 w2 w3"] * 40, 10, threads=threads)
+    clean = ["w2 w3", "w4 w5 w6 w7", "w9"] * 30
+    for bad in (0, 45, 89):  # one query of a threaded batch reads the list: whichever thread takes it
+        with pytest.raises(IndexFormatError, match="postings_docs.npy"):
+            searcher.search_batch([*clean[:bad], "w1 w5", *clean[bad:]], 10, threads=2)
+        for q, res in zip(clean, searcher.search_batch(clean, 10, threads=2), strict=True):  # both workspaces clean
+            assert_same(res, ref.search(q, 10))
     with pytest.raises(IndexFormatError, match="postings_docs.npy"):
         searcher.search("w1 w5", 10)
     work = searcher._answers._local.work[0]
@@ -96,3 +102,30 @@ def test_guided_pieces_cover_the_batch_big_first():
                 assert sizes[:-1] == sorted(sizes[:-1], reverse=True)
                 if n >= 4 * threads * most:
                     assert sizes[0] == most and sizes[-2] <= max(least, 2)
+
+
+def test_fetch_add_takes_each_value_once_across_threads():
+    """`kernels.answer.fetch_add` (the threaded batch's shared piece counter) called by two threads at once,
+    GIL-free: each value of the counter is taken by exactly one call, and its neighbours are untouched."""
+    import threading
+
+    import numba as nb
+
+    from ssr_engine.kernels.answer import fetch_add
+
+    @nb.njit(nogil=True)
+    def take(counter, out):
+        for i in range(out.shape[0]):
+            out[i] = fetch_add(counter, 1, 1)
+
+    counter = np.zeros(3, dtype=np.int64)
+    take(counter, np.empty(1, dtype=np.int64))  # compiled before the race
+    counter[1] = 0
+    outs = [np.empty(2_000_000, dtype=np.int64) for _ in range(2)]
+    threads = [threading.Thread(target=take, args=(counter, out)) for out in outs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counter.tolist() == [0, 4_000_000, 0]
+    assert np.array_equal(np.sort(np.concatenate(outs)), np.arange(4_000_000))

@@ -231,34 +231,51 @@ def test_cli_on_cranfield_matches_reference(tmp_path, capsys, cranfield):
 
 
 @pytest.mark.parametrize("method", ["ssr", "levels"])
-def test_threaded_pieces_give_the_reference_in_query_order(small, monkeypatch, method):
-    """A batch cut into many pieces taken by two threads (`answer.Answers.threaded`) answers every query
-    as the reference does, in query order; a piece that fails fails the call, and the searcher
-    answers the next call."""
+@pytest.mark.parametrize("failing", ["caller", "helper"])
+def test_threaded_pieces_give_the_reference_in_query_order(small, monkeypatch, method, failing):
+    """A batch cut into many pieces taken by two threads (`answer.Answers.threaded`: into flat arrays by one
+    GIL-free call a thread, the caller making results between its pieces; or, beyond `_FLAT_MOST` rows,
+    each piece on its own) answers every query as the reference does, in query order; a failure on either
+    thread fails the call, and the searcher answers the next call."""
+    import threading
+
     from ssr_engine import answer
-    from ssr_engine.answer import Answers
 
     searcher, ref, queries = small
+    pieces = answer.answer_pieces
+    calls = {"caller": 0, "helper": 0}
+    went = threading.Event()  # the caller has answered a piece: on this tiny index a helper let go at once
+    # would take every piece before the caller's first call
+
+    def gated(*args, fail=False):
+        thread = "caller" if threading.current_thread() is threading.main_thread() else "helper"
+        calls[thread] += 1
+        if thread == "helper":
+            assert went.wait(10)
+        if fail and thread == failing and calls[thread] == (2 if failing == "caller" else 1):  # the caller's: after
+            raise RuntimeError("piece failed")  # a piece
+        try:
+            return pieces(*args)
+        finally:
+            went.set()
+
     monkeypatch.setattr(answer, "_PIECE", (1, 3))
-    for k in (1, 10, 10_000):
-        for threads in (1, 2):
-            results = searcher.search_batch(queries, k, threads=threads, method=method)
-            assert len(results) == len(queries)
-            for q, res in zip(queries, results, strict=True):
-                assert_same(res, ref.search(q, k))
-    piece = Answers.__call__
-    calls = []
-
-    def failing(self, queries, k, method):
-        calls.append(len(queries))
-        if len(calls) == 5:
-            raise RuntimeError("piece failed")
-        return piece(self, queries, k, method)
-
-    monkeypatch.setattr(Answers, "__call__", failing)
+    monkeypatch.setattr(answer, "answer_pieces", gated)
+    for flat in (0, answer._FLAT_MOST):
+        monkeypatch.setattr(answer, "_FLAT_MOST", flat)
+        for k in (1, 10, 10_000):
+            for threads in (1, 2):
+                went.clear()
+                results = searcher.search_batch(queries, k, threads=threads, method=method)
+                assert len(results) == len(queries)
+                for q, res in zip(queries, results, strict=True):
+                    assert_same(res, ref.search(q, k))
+    went.clear()
+    calls.update(caller=0, helper=0)
+    monkeypatch.setattr(answer, "answer_pieces", lambda *args: gated(*args, fail=True))
     with pytest.raises(RuntimeError, match="piece failed"):
         searcher.search_batch(queries, 10, threads=2, method=method)
-    monkeypatch.setattr(Answers, "__call__", piece)
+    monkeypatch.setattr(answer, "answer_pieces", pieces)
     for q, res in zip(queries, searcher.search_batch(queries, 10, threads=2, method=method), strict=True):
         assert_same(res, ref.search(q, 10))
 
@@ -267,9 +284,9 @@ def test_threaded_pieces_give_the_reference_in_query_order(small, monkeypatch, m
 @given(least=st.integers(1, 40), most=st.integers(1, 80), rows=st.integers(1, 3_000), threads=st.sampled_from([1, 2]),
        k=st.sampled_from([1, 3, 10, 55, 700]), method=st.sampled_from(["ssr", "levels"]))
 def test_any_piece_size_and_thread_count_give_the_reference(small, least, most, rows, threads, k, method):
-    """Whatever the piece bounds (`answer._PIECE`, `_PIECE_ROWS`) and the thread count, each call takes at most
-    the queries the bounds allow (but never fewer than the least, nor more than the batch) and every query's
-    results are the reference's, in query order."""
+    """Whatever the piece bounds (`answer._PIECE`, `_PIECE_ROWS`) and the thread count, each call (one thread)
+    or piece (two) takes at most the queries the bounds allow (but never fewer than the least, nor more than
+    the batch) and every query's results are the reference's, in query order."""
     from unittest import mock
 
     from ssr_engine import answer
@@ -278,15 +295,22 @@ def test_any_piece_size_and_thread_count_give_the_reference(small, least, most, 
     searcher, ref, queries = small
     most = max(least, most)
     sizes: list[int] = []
-    call = Answers.__call__
+    call, pieces = Answers.__call__, answer.answer_pieces
 
     def counted(self, qs, k, method):
         sizes.append(len(qs))
         return call(self, qs, k, method)
 
+    batches: dict[int, list[int]] = {}  # a threaded batch's pieces, whichever thread calls first
+
+    def spans(data, q_offsets, cut, *args):
+        batches[id(cut)] = np.diff(cut, axis=1)[:, 0].tolist()
+        return pieces(data, q_offsets, cut, *args)
+
     with mock.patch.object(answer, "_PIECE", (least, most)), mock.patch.object(answer, "_PIECE_ROWS", rows), \
-            mock.patch.object(Answers, "__call__", counted):
+            mock.patch.object(Answers, "__call__", counted), mock.patch.object(answer, "answer_pieces", spans):
         results = searcher.search_batch(queries, k, threads=threads, method=method)
+    sizes += [n for b in batches.values() for n in b]
     allowed = max(least, min(most, rows // min(k, searcher.n_docs)))
     assert sum(sizes) == len(queries) and max(sizes) <= allowed
     assert len(results) == len(queries)
@@ -339,8 +363,8 @@ def test_weight_kernel_is_signal_weight_bit_for_bit():
 
 
 def test_threaded_pieces_with_ids_of_any_width(tmp_path, monkeypatch):
-    # ids without a fixed-width table (non-ASCII, of growing length): a piece whose ids are wider than the
-    # batch's first keeps its own arrays; the results still equal the reference's, in query order
+    # ids without a fixed-width table (non-ASCII, of growing length): each piece's ids are its own array
+    # (`index.ids_of` of its rows); the results still equal the reference's, in query order
     from ssr_engine import answer
 
     ids = ["é"] + [f"d{'ü' * (i % 7)}{i}" for i in range(1, 60)]

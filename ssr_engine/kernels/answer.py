@@ -6,13 +6,17 @@ serial entry, `id_table`'s gather), each with Numba's dispatch (typing and unbox
 cost for one query (benchmarks/RESULTS.md). `answer` runs the same kernels in a row on the calling
 thread: the preparation, each query through `probe._query` (method ssr) or `levels._query` (levels),
 the flat results (`topk.compact_failed`) and the id rows from the fixed-width table, so a piece of a
-threaded batch also holds the GIL only for its result objects.
+threaded batch also holds the GIL only for its result objects. `answer_pieces` runs a threaded batch's
+pieces in one call a thread, each thread taking the next piece from a shared counter (`fetch_add`) and
+writing its rows into the batch's flat arrays: a helper thread never holds the GIL between pieces, and
+the caller learns which pieces are written (to make their results while the helpers still run).
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
 
 from . import levels, probe
 from .id_table import gather_rows
@@ -69,3 +73,71 @@ def answer(data, q_offsets, prep, ix, k, width, work, rule, monotone, probing, t
     ids = np.empty((out_d.shape[0] if table.shape[1] else 0, table.shape[1]), dtype=np.uint32)
     gather_rows(table, out_d[: ids.shape[0]], ids)
     return out_o, out_d, out_s, out_m, ids, BAD_POSTINGS if bad else OK, longest
+
+
+@nb.extending.intrinsic
+def fetch_add(typingctx, counter, i, value):
+    """counter[i] += value as one atomic step (sequentially consistent: the writes before it are seen by a
+    thread that reads the new value with `fetch_add`); returns counter[i] before it (counter: a contiguous
+    int64 array shared by threads; 0 <= i < its size)."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64 and counter.layout == "C"):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr = context.make_array(signature.args[0])(context, builder, args[0]).data
+        at = context.cast(builder, args[1], signature.args[1], types.intp)
+        step = context.cast(builder, args[2], signature.args[2], types.int64)
+        return builder.atomic_rmw("add", builder.gep(ptr, [at]), step, "seq_cst")
+
+    return types.int64(counter, i, value), codegen
+
+
+@nb.njit(cache=True, nogil=True)
+def stop_taking(shared):
+    """End the taking of `answer_pieces`' pieces (shared as its): each thread stops after its current piece."""
+    fetch_add(shared, 0, shared.shape[0])
+
+
+@nb.njit(cache=True, nogil=True)
+def answer_pieces(data, q_offsets, spans, shared, first, once, prep, ix, k, width, work, rule, monotone, probing,
+                  table, ends, docs, scores, matches, ids):
+    """A threaded batch's pieces on the calling thread, as `answer` answers each, into the batch's flat arrays.
+
+    spans int64[P, 2]: piece p is queries spans[p, 0]:spans[p, 1] (of data, q_offsets as `answer`'s);
+    shared int64[P + 2], zeros at first, shared by the threads: [0] the next piece to take (each piece is
+    taken once), [1 + p] 1 once piece p's rows are written, [P + 1] the first piece whose rows may not be
+    (the caller's to set). first: a piece to answer before taking any (-1: none); once: return after one
+    piece. Query q of a piece starting at a owns rows ends[q - 1] (a * k for q = a) up to ends[q] (int64[Q])
+    of docs int64, scores float64, matches int32 and ids uint32[rows, w] (UCS-4 id rows; 0 rows when table
+    has no columns), k rows a query at most. Other arguments as `answer`'s.
+    Returns (status, piece, longest, written): OK with piece -1 when no piece is left, OK with the piece
+    answered when once, or `answer`'s failure on that piece (its rows are not written; a failure other than
+    WIDER also ends the other threads' taking); written: pieces shared[P + 1] up to it are written.
+    """
+    n_pieces = spans.shape[0]
+    p = first if first >= 0 else fetch_add(shared, 0, 1)
+    while p < n_pieces:
+        a, b = spans[p, 0], spans[p, 1]
+        offsets, d, s, m, got, status, longest = answer(data, q_offsets[a : b + 1], prep, ix, k, width, work, rule,
+                                                        monotone, probing, table)
+        if status != OK:
+            if status != WIDER:
+                stop_taking(shared)
+            return status, p, longest, shared[n_pieces + 1]
+        base = a * k
+        n = d.shape[0]
+        docs[base : base + n] = d
+        scores[base : base + n] = s
+        matches[base : base + n] = m
+        if table.shape[1]:
+            ids[base : base + n] = got
+        for q in range(b - a):
+            ends[a + q] = base + offsets[q + 1]
+        fetch_add(shared, 1 + p, 1)  # published after its rows
+        if once:
+            written = shared[n_pieces + 1]
+            while written < n_pieces and fetch_add(shared, 1 + written, 0):
+                written += 1
+            return OK, p, longest, written
+        p = fetch_add(shared, 0, 1)
+    return OK, -1, 0, shared[n_pieces + 1]
