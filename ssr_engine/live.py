@@ -34,7 +34,7 @@ from .live_files import (
     wanted_ids,
     write_deletes,
 )
-from .live_merges import merge_once
+from .live_merges import absorbing, merge_once
 from .live_search import LiveSearcher, Snapshot, current_generation, open_bm25, open_search, open_snapshot
 from .live_segments import ScratchStaging, build_segment
 
@@ -166,6 +166,7 @@ class LiveIndex:
         must still be in the index with those deletion files, else `StaleCommit` and nothing written:
         a merge built from an older commit then never undoes a write made meanwhile elsewhere. Other
         segments may have changed; the new segment's ids are not looked up (they were live only there).
+        With `upsert` too: a write absorbing those segments (`live_merges.absorbing`).
         """
         started = time.time()
         with IndexWriter(self.root, append=True) as writer:
@@ -186,12 +187,12 @@ class LiveIndex:
         # the new segment's ids from its id table (never opened here: its first reader opens it, once)
         table = IdTable(staged, n_new)
         at = None  # where the new segment goes in the commit: last, or a merge's at its first replaced segment's place
-        if replaces is not None:
-            refs, at = _replacing(self.root, snap, replaces, n_new)
-            replaced = 0
+        if replaces is not None and not upsert:
+            (refs, at), replaced = _replacing(self.root, snap, replaces, n_new), 0
         else:
             wanted = table.every_id()
             hits = self._find(snap, wanted)
+            hits = hits if replaces is None else absorbing(self.root, snap, replaces, hits)
             replaced = sum(len(d) for d in hits.values())
             if replaced and not upsert:
                 seg, docs_found = next(iter(hits.items()))
@@ -200,7 +201,7 @@ class LiveIndex:
                 raise InputError(label, None, f"document id {taken.decode('utf-8', 'surrogatepass')!r} "
                                  f"(document {pos + 1} of the input) is already in the index; use --upsert to "
                                  f"replace it ({replaced} ids in all)")
-            refs = self._with_deletions(writer, snap, hits, adding=True)
+            refs = [r for r in self._with_deletions(writer, snap, hits, True) if r[0].name not in (replaces or ())]
         at = len(refs) if at is None else at
         refs.insert(at, (staged, n_new, None, None))
         commit = _commit(writer, refs)

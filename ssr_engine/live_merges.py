@@ -21,10 +21,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import SsrError
+
 if TYPE_CHECKING:
+    import numpy as np
+
     from .live import LiveIndex
+    from .live_search import Snapshot
 
 MERGE_AT = 4  # a size tier holding this many segments is merged (`merge_plan`)
 MAX_SEGMENTS = 8  # more than this: the smallest are merged now (each segment costs every search)
@@ -108,3 +114,23 @@ def merge_once(index: LiveIndex, plan_of: Callable[[list[int]], list[int]] = siz
         snap.close()
     return {"merged": [ref.name for ref in refs], "documents": report["added"], "segment": report["segment"],
             "generation": report["generation"], "seconds": round(time.time() - started, 3)}
+
+
+def absorbing(root: Path, snap: Snapshot, replaces: dict[str, str | None],
+              hits: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+    """A write absorbing small segments (`LiveIndex.publish(replaces=..., upsert=True)`, an agent registry's
+    write): its new segment holds the live documents of the segments `replaces` besides its own, so no merge of
+    them runs beside later writes. `hits` (the live documents with the new segment's ids, per segment position)
+    less those inside `replaces`: the deletions to make elsewhere. `replaces` must be as the caller read them
+    (else `StaleCommit`), and each of their live documents must have its id in the new segment (absorbed, or
+    replaced by its newer version), else an error and nothing written."""
+    from .live import _replacing
+
+    inside = {s for s, ref in enumerate(snap.commit.segments) if ref.name in replaces}
+    live = sum(snap.commit.segments[s].documents for s in inside)
+    _replacing(root, snap, replaces, live)  # raises StaleCommit when one changed since it was read
+    covered = sum(len(d) for s, d in hits.items() if s in inside)
+    if covered != live:
+        raise SsrError(f"{root}: the new segment holds {covered} of the {live} live documents of the segments it "
+                       "absorbs; nothing written")
+    return {s: d for s, d in hits.items() if s not in inside}
