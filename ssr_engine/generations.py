@@ -43,8 +43,8 @@ import shutil
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -551,7 +551,16 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-_REMOVER: list[Any] = [None, None, []]  # (the process id, its removal thread, the removals not yet done)
+@dataclass
+class _Remover:
+    """The background removal of `.trash-*` folders (`remove_in_background`), of one process."""
+
+    pid: int | None = None  # the process that turned it on (a forked child removes inline)
+    thread: ThreadPoolExecutor | None = None
+    pending: list[Future[Any]] = field(default_factory=list)  # removals queued, not known done
+
+
+_REMOVER = _Remover()
 _REMOVER_NICE = 10  # the removal thread's nice value (Linux), as a registry's background merge
 
 
@@ -561,12 +570,13 @@ def remove_in_background(on: bool = True) -> None:
     that cleans: a server's write never waits for the removal of the segments a merge replaced. A folder
     left at exit is still `.trash-*`: the next writer's `clean` removes it. `on=False`: inline again,
     after the queued removals are done."""
+    global _REMOVER
     with _POOL_LOCK:
-        running = _REMOVER[1] if _REMOVER[0] == os.getpid() else None
+        running = _REMOVER.thread if _REMOVER.pid == os.getpid() else None
         if on and running is None:
-            _REMOVER[:] = [os.getpid(), ThreadPoolExecutor(1, "ssr-remove", initializer=_lower_priority), []]
+            _REMOVER = _Remover(os.getpid(), ThreadPoolExecutor(1, "ssr-remove", initializer=_lower_priority))
         elif not on:
-            _REMOVER[:] = [None, None, []]
+            _REMOVER = _Remover()
     if not on and running is not None:
         running.shutdown(wait=True)
 
@@ -574,7 +584,7 @@ def remove_in_background(on: bool = True) -> None:
 def removals_done() -> None:
     """Wait for the background removals queued so far (`remove_in_background`; tests, shutdown)."""
     with _POOL_LOCK:
-        pending = list(_REMOVER[2]) if _REMOVER[0] == os.getpid() else []
+        pending = list(_REMOVER.pending) if _REMOVER.pid == os.getpid() else []
     for f in pending:
         f.result()
 
@@ -589,9 +599,9 @@ def _lower_priority() -> None:
 def _dispose(trash: Path) -> None:
     """Remove a `.trash-*` folder: now, or queued for the background thread (`remove_in_background`)."""
     with _POOL_LOCK:
-        if _REMOVER[0] == os.getpid():
-            _REMOVER[2] = [f for f in _REMOVER[2] if not f.done()]
-            _REMOVER[2].append(_REMOVER[1].submit(shutil.rmtree, trash, ignore_errors=True))
+        if _REMOVER.pid == os.getpid() and _REMOVER.thread is not None:
+            _REMOVER.pending = [f for f in _REMOVER.pending if not f.done()]
+            _REMOVER.pending.append(_REMOVER.thread.submit(shutil.rmtree, trash, ignore_errors=True))
             return
     shutil.rmtree(trash, ignore_errors=True)
 

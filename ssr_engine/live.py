@@ -185,8 +185,10 @@ class LiveIndex:
         n_new = int(manifest.counts.documents)
         # the new segment's ids from its id table (never opened here: its first reader opens it, once)
         table = IdTable(staged, n_new)
+        at = None  # where the new segment goes in the commit: last, or a merge's at its first replaced segment's place
         if replaces is not None:
-            refs, replaced = _replacing(self.root, snap, replaces, n_new), 0
+            refs, at = _replacing(self.root, snap, replaces, n_new)
+            replaced = 0
         else:
             wanted = table.every_id()
             hits = self._find(snap, wanted)
@@ -199,11 +201,12 @@ class LiveIndex:
                                  f"(document {pos + 1} of the input) is already in the index; use --upsert to "
                                  f"replace it ({replaced} ids in all)")
             refs = self._with_deletions(writer, snap, hits, adding=True)
-        refs.append((staged, n_new, None, None))
+        at = len(refs) if at is None else at
+        refs.insert(at, (staged, n_new, None, None))
         commit = _commit(writer, refs)
-        ref = commit.segments[-1]
+        ref = commit.segments[at]
         self._ids[(ref.name, ref.manifest_sha256)] = table  # memory-mapped: the rename left it valid
-        return {"added": int(manifest.counts.documents), "replaced": replaced, "segment": commit.segments[-1].name,
+        return {"added": int(manifest.counts.documents), "replaced": replaced, "segment": ref.name,
                 "generation": commit.generation, "seconds": round(time.time() - started, 3)}
 
     # -------------------------------------------------------------------- delete
@@ -342,8 +345,10 @@ def _check_generation(root: Path, snap: Snapshot, expect: int | None) -> None:
         raise StaleCommit(f"{root}: changed since generation {expect} (now {snap.generation}); nothing written")
 
 
-def _replacing(root: Path, snap: Snapshot, replaces: dict[str, str | None], n_docs: int) -> list[Any]:
-    """The commit entries of every segment but `replaces`, which must be as the caller read them."""
+def _replacing(root: Path, snap: Snapshot, replaces: dict[str, str | None], n_docs: int) -> tuple[list[Any], int]:
+    """The commit entries of every segment but `replaces`, which must be as the caller read them, and the
+    position among them of the first replaced one: the merged segment goes there, so segments added in id
+    order stay in id order (collection numbers then ascend with ids: the kernels' `monotone` shortcuts)."""
     live = 0
     current = {ref.name: ref for ref in snap.commit.segments}
     for name, sha in replaces.items():
@@ -355,8 +360,10 @@ def _replacing(root: Path, snap: Snapshot, replaces: dict[str, str | None], n_do
     if live != n_docs:
         raise SsrError(f"{root}: the new segment holds {n_docs} documents, the segments it replaces {live}; "
                        "nothing written")
+    names = [ref.name for ref in snap.commit.segments]
+    at = min((names.index(name) for name in replaces), default=len(names) - len(replaces))
     return [(ix.path, ref.documents, ref.deletes, ref.deletes_sha256)
-            for ix, ref in zip(snap.indexes, snap.commit.segments, strict=True) if ref.name not in replaces]
+            for ix, ref in zip(snap.indexes, snap.commit.segments, strict=True) if ref.name not in replaces], at
 
 
 def _key(snap: Snapshot, s: int) -> tuple[str, str]:

@@ -346,3 +346,24 @@ def test_a_new_commit_reads_no_ids_back_and_reuses_the_older_segments_id_pieces(
     for q in queries:
         _same(live.discover(q, 5, with_cards=False), ref.discover(q, 5, with_cards=False))
     assert all(parts_tables.part_ids(ix) is p for ix, p in zip(first, pieces, strict=True))
+
+
+def test_the_card_stores_of_segments_merged_away_are_let_go(tmp_path, base):
+    # a long-running server merges hundreds of small segments away: their stores must not be kept
+    import gc
+    import weakref
+
+    d, cards = base
+    shutil.copytree(d / "reg", tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg", merge_at=10**6, max_segments=10**6)  # no merge until asked
+    for i in range(3):
+        live.put(dataclasses.replace(cards[i], id=f"added {i}"))
+    small = [weakref.ref(store) for store in live.view().stores[1:]]
+    assert len(small) == 3
+    live.compact()
+    live.put(dataclasses.replace(cards[5], id="after"))  # the view the compaction showed is retired, then dropped
+    gc.collect()
+    assert [r() for r in small] == [None, None, None]
+    _same(live.discover(cards[0].description, 5), Registry.from_cards(
+        cards + [dataclasses.replace(cards[i], id=f"added {i}") for i in range(3)]
+        + [dataclasses.replace(cards[5], id="after")]).discover(cards[0].description, 5))

@@ -8,12 +8,13 @@ v0.3 model, mcp's ListToolsResult), so the fixtures are the real shapes, not our
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from ssr_engine.agents.cards import capability_values
+from ssr_engine.agents.cards import capability_values, parse_card
 from ssr_engine.agents.discovery import Registry, build_registry
 from ssr_engine.agents.sources import iter_cards, read_cards
 from ssr_engine.cli import main
@@ -331,3 +332,66 @@ def test_server_json_files_as_publishers_write_them_in_a_folder(tmp_path):
     bad.write_text(json.dumps({**shapes["a/server.json"], "description": 5}, indent=2))
     with pytest.raises(InputError, match=rf"^{bad}:1: .*'description' must be a string"):
         read_cards(bad)
+
+
+def test_packages_and_remotes_are_indexed_in_every_spelling(tmp_path):
+    # what a server needs and where it lives is searchable: package identifiers, remote urls, the names and
+    # descriptions of environment variables, arguments and headers (camelCase 2025-09 on, snake_case 2025-07)
+    (weather, pdf) = read_cards(SERVERS)
+    assert weather.packages[0].identifier == "@example/weather-server"
+    assert [(p.name, p.description) for p in weather.packages[0].settings] == \
+        [("WEATHER_API_KEY", "Key of the weather service")]
+    assert pdf.packages[0].identifier == "https://pdf.example.com/mcp"
+    snake = {"name": "io.example/tickets", "description": "Open and close support tickets.",
+             "packages": [{"registry_type": "pypi", "identifier": "zendesk-bridge",
+                           "environment_variables": [{"name": "DESK_TOKEN", "description": "an oauth bearer"}],
+                           "package_arguments": [{"type": "named", "name": "--region", "description": "datacenter"}],
+                           "runtime_arguments": [{"type": "positional", "value_hint": "workspace_folder"}]}],
+             "remotes": [{"type": "sse", "url": "https://desk.example.org/sse",
+                          "headers": [{"name": "X-Tenant", "description": "tenant slug"}]}]}
+    old = {"name": "io.example/old", "description": "The first answers' package shape.",
+           "packages": [{"registry_name": "npm", "name": "@legacy/kanban-board", "version": "1.0"}],
+           "remotes": [{"transport_type": "sse", "url": "https://old.example.net/sse"}, "not an object"]}
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"servers": [snake, old]}))
+    build_registry(read_cards(SERVERS) + read_cards(path), tmp_path / "reg")
+    reg = Registry.open(tmp_path / "reg")
+    for query, expected in [("zendesk", "io.example/tickets"), ("oauth bearer", "io.example/tickets"),
+                            ("datacenter", "io.example/tickets"), ("workspace folder", "io.example/tickets"),
+                            ("tenant slug", "io.example/tickets"), ("desk example org", "io.example/tickets"),
+                            ("kanban board", "io.example/old"), ("old example net", "io.example/old"),
+                            ("weather api key", "io.github.example/weather-server")]:
+        assert reg.discover(query, 1).ids == [expected], query
+    # read back from the card store: the same packages (a merge re-adds a card from its stored text)
+    assert reg.card("io.example/tickets").packages == read_cards(path)[0].packages
+    # a card made in code writes its packages so that they read back equal
+    card = dataclasses.replace(read_cards(path)[0], raw=None)
+    assert parse_card(card.to_dict(), "x").packages == card.packages
+
+
+def test_a_registry_answer_for_one_version_and_its_answers_of_2025_07_to_09(tmp_path):
+    # `GET /v0/servers/{name}/versions/latest`: one server wrapped with the registry's _meta, one card
+    one = tmp_path / "latest.json"
+    one.write_text(json.dumps({"server": {"name": "io.example/maps", "description": "Geocode addresses.",
+                                          "version": "2.0.0"},
+                               "_meta": {"io.modelcontextprotocol.registry/official": {"status": "active",
+                                                                                       "isLatest": True}}}))
+    (card,) = read_cards(one)
+    assert (card.id, card.source) == ("io.example/maps", f"{one}:1") and json.loads(card.raw)["version"] == "2.0.0"
+    # the answers of 2025-07 to 2025-09: each server carries the registry's _meta itself, snake_case; every
+    # version listed, the older marked is_latest false (else two cards of one name: a duplicate id)
+    def server(version, latest):
+        return {"name": "io.example/maps", "description": f"Geocode addresses ({version}).", "version": version,
+                "_meta": {"io.modelcontextprotocol.registry/official": {"id": version, "is_latest": latest}}}
+    mid = tmp_path / "mid.json"
+    mid.write_text(json.dumps({"servers": [server("1.0.0", False), server("2.0.0", True)],
+                               "metadata": {"next_cursor": None, "count": 2}}, indent=1))
+    (card,) = read_cards(mid)
+    assert "(2.0.0)" in card.description
+    # a version the registry marks deleted is no card
+    gone = {"server": {"name": "io.example/gone", "description": "Removed.", "version": "1.0.0"},
+            "_meta": {"io.modelcontextprotocol.registry/official": {"status": "deleted", "isLatest": True}}}
+    listed = tmp_path / "listed.json"
+    listed.write_text(json.dumps({"servers": [json.loads(one.read_text()), gone]}))
+    assert [c.id for c in read_cards(listed)] == ["io.example/maps"]
+    assert main(["agents", "build", "--cards", str(listed), "--out", str(tmp_path / "reg")]) == 0

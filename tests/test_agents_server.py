@@ -366,3 +366,43 @@ def test_the_gc_clock_counts_collections():
     del cycles, a
     gc.collect()
     assert GC_CLOCK.seconds > before
+
+
+def test_after_freeze_survivors_full_collections_come_without_a_quarter_of_the_frozen():
+    # a full collection waits until the objects promoted since the last exceed a quarter of those it
+    # counted then: counted after the freeze (~0), it comes after a few thousand, not ~57,000 at 100,000 cards
+    import gc
+
+    from ssr_engine.agents.server import freeze_survivors
+
+    kept = [[] for _ in range(50_000)]  # objects that stay alive: the count before a freeze would include them
+    thresholds = gc.get_threshold()
+    try:
+        freeze_survivors()
+        assert gc.get_freeze_count() >= len(kept)
+        gc.set_threshold(100, 2, 2)  # a full collection after about 400 objects promoted, if allowed
+        before = gc.get_stats()[2]["collections"]
+        young = [[] for _ in range(3_000)]  # far below a quarter of the frozen 50,000
+        assert gc.get_stats()[2]["collections"] > before
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+    del kept, young
+
+
+def test_a_served_app_freezes_what_is_alive_once_it_starts(tmp_path):
+    import gc
+
+    build_registry(list(iter_registry(20, 1)), tmp_path / "reg")
+    registry = LiveRegistry.open(tmp_path / "reg")
+    try:
+        gc.unfreeze()
+        s = Served(create_app(registry, mcp=False, freeze=True))
+        try:
+            assert gc.get_freeze_count() > 0
+            assert httpx.get(s.url + "/health").json()["cards"] == 20
+        finally:
+            s.close()
+    finally:
+        gc.unfreeze()
+        registry.close()

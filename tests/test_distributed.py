@@ -251,6 +251,19 @@ def test_a_truncated_weight_table_is_an_error_at_open(tmp_path: Path) -> None:
         open_local(out)
 
 
+def test_a_garbled_weight_table_header_is_an_error_at_open(tmp_path: Path) -> None:
+    """A '(' in a header's padding makes NumPy's parser raise tokenize.TokenError, not ValueError."""
+    path = write_tsv(tmp_path / "c.tsv", random_docs(14, 80))
+    out = tmp_path / "s"
+    build_sharded(path, out, 2, runner="inline", quiet=True)
+    w = out / read_manifest(out).shards[0].weights
+    raw = bytearray(w.read_bytes())
+    raw[raw.index(b"}") + 5] = ord("(")  # inside the header's space padding
+    w.write_bytes(bytes(raw))
+    with pytest.raises(SsrError, match="corrupt weight table"):
+        open_local(out)
+
+
 # ---------------------------------------------------------------------------------- CLI
 
 

@@ -76,6 +76,26 @@ def test_ray_build_and_actors_answer_as_one_index(built) -> None:
             s.close()
 
 
+def test_small_rounds_go_inside_the_calls_large_ones_through_the_store(built) -> None:
+    one_path, sharded, _ = built
+    sent: list[tuple[int, bool]] = []  # per round: its queries' bytes, whether the calls carried the array
+
+    class Recording(ShardedSearcher):
+        def _payload(self, queries):
+            obj = super()._payload(queries)
+            sent.append((queries.nbytes, isinstance(obj, np.ndarray)))
+            return obj
+
+    s = Recording(sharded, actors=2)
+    try:
+        one = open_retriever(one_path)
+        for queries in (MANY[:1], MANY * 40):  # one query; one round of 3,000 queries (~0.5 MB)
+            assert_identical(s.search_batch(queries, 10), one.search_batch(queries, 10))
+        assert [inline for _, inline in sent] == [True, False] and sent[0][0] <= 1 << 16 < sent[1][0]
+    finally:
+        s.close()
+
+
 def test_an_actor_killed_mid_batch_is_restarted_and_the_batch_retried(built) -> None:
     one_path, sharded, _ = built
 

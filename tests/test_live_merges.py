@@ -96,3 +96,35 @@ def test_cli_add_merges_unless_told_not_to(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("merged ") == 1 and "into seg-" in err
     assert len(read_commit(index).segments) == 2  # base + the five added segments merged into one
+
+
+def test_a_merged_segment_takes_the_place_of_the_first_it_replaces(tmp_path):
+    """Segments added in id order stay in id order through a merge, so collection numbers ascend with ids
+    (the kernels' monotone shortcuts): here four small adds are merged while a bigger, later add stays."""
+    from ssr_engine import parts_tables
+    from ssr_engine.live_search import LiveSearcher
+
+    rng = random.Random(3)
+    live = {str(i): text(rng) for i in range(300)}
+    index = build_index(write_tsv(tmp_path / "c.tsv", live.items()), tmp_path / "idx", quiet=True)
+    writer = LiveIndex(index, merge=False)
+    for a in range(4):
+        docs = [(str(1000 + 20 * a + i), text(rng)) for i in range(20)]
+        writer.add(docs)
+        live.update(docs)
+    big = [(str(5000 + i), text(rng)) for i in range(200)]  # the tier of the base: left alone
+    writer.add(big)
+    live.update(big)
+    gone = rng.sample(sorted(live), 12)
+    writer.delete(gone)
+    for i in gone:
+        live.pop(i)
+    before = [ref.name for ref in read_commit(index).segments]
+    done = writer.merge()
+    assert len(done) == 1 and done[0]["merged"] == before[1:5]
+    after = [ref.name for ref in read_commit(index).segments]
+    assert after == [before[0], done[0]["segment"], before[5]]
+    searcher = LiveSearcher(index)
+    assert parts_tables.parts_arrays(searcher._searcher, "ssr")[6]  # ids ascend with collection numbers
+    searcher.close()
+    assert_same_as_fresh(index, live, tmp_path, "ssr", "merged")

@@ -7,9 +7,11 @@ fields; or an MCP tool (`name`, `title`, `description`, `inputSchema`, ...).
 
 Indexed (capability text only): `name`, `title`, `description`, card-level `tags` and
 `examples`, each skill's `name`, `description`, `tags`, `examples`, each tool's `name`,
-`title`, `description`, and the property names and descriptions of an `inputSchema`
-(nested properties included). URLs, versions, provider and security fields are never
-indexed. The card itself is kept verbatim (`AgentCard.raw`) and returned as published.
+`title`, `description`, the property names and descriptions of an `inputSchema`
+(nested properties included), and an MCP server's `packages` and `remotes` (server.json: each
+package's identifier, each remote's url, and the names and descriptions of their environment
+variables, arguments and headers; `Package`). An A2A card's URLs, versions, provider and security
+fields are never indexed. The card itself is kept verbatim (`AgentCard.raw`) and returned as published.
 
 A card's id: an explicit `"id"` (string, or an integer read as its decimal form), else its
 endpoint URL (v1.0: the first `supportedInterfaces[].url`; v0.3: `url`), else `name`. Any
@@ -60,6 +62,16 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class Package:
+    """One way to reach an MCP server (server.json `packages[]` or `remotes[]`): a package's identifier in
+    its registry (`@scope/name` on npm, a PyPI name, an image) or a remote's url, and the names and
+    descriptions of what it takes (environment variables, arguments, headers)."""
+
+    identifier: str
+    settings: tuple[Param, ...] = ()
+
+
+@dataclass(frozen=True)
 class AgentCard:
     """One agent's (or one MCP tool's) card: the indexed fields, and the card as published in `raw`.
 
@@ -78,6 +90,7 @@ class AgentCard:
     tools: tuple[Tool, ...] = ()
     title: str = ""
     params: tuple[Param, ...] = ()
+    packages: tuple[Package, ...] = ()
     kind: str = "agent"
     # the card as published (JSON text); None for cards made in code (then `to_dict` builds one)
     raw: str | None = field(default=None, compare=False, repr=False)
@@ -123,6 +136,9 @@ class AgentCard:
             out["tools"] = [_tool_dict(t) for t in self.tools]
         if self.kind == "tool" or self.params:
             out["inputSchema"] = _schema_dict(self.params)
+        if self.packages:  # remotes too: read back alike (an identifier and its settings)
+            out["packages"] = [{"identifier": k.identifier, "environmentVariables": [
+                {"name": p.name, "description": p.description} for p in k.settings]} for k in self.packages]
         return out
 
     def published(self) -> str:
@@ -172,6 +188,10 @@ def capability_values(card: AgentCard) -> list[str]:
     for t in card.tools:
         values += [t.name, t.title, t.description]
         for p in t.params:
+            values += [p.name, p.description]
+    for k in card.packages:
+        values.append(k.identifier)
+        for p in k.settings:
             values += [p.name, p.description]
     return [v for v in values if v]
 
@@ -279,6 +299,36 @@ def _params(schema: Any, where: Where, ctx: str) -> tuple[Param, ...]:
     return tuple(out)
 
 
+# server.json's lists of what a package or remote takes, in the registry's camelCase (2025-09 on) and
+# snake_case (2025-07) spellings
+_SETTINGS = ("environmentVariables", "environment_variables", "packageArguments", "package_arguments",
+             "runtimeArguments", "runtime_arguments", "headers")
+
+
+def _packages(obj: dict[str, Any]) -> tuple[Package, ...]:
+    """An MCP server's `packages` and `remotes` (server.json, every published spelling). Read leniently:
+    a value of another shape is skipped, never refused (these fields were stored unread before)."""
+    out = []
+    for key, ident in (("packages", ("identifier", "name")), ("remotes", ("url",))):
+        items = obj.get(key)
+        for item in items if isinstance(items, list) else ():
+            if not isinstance(item, dict):
+                continue
+            identifier = next((v for k in ident if isinstance(v := item.get(k), str) and v), "")
+            settings = []
+            for name in _SETTINGS:
+                listed = item.get(name)
+                for s in listed if isinstance(listed, list) else ():
+                    if isinstance(s, dict):
+                        texts = (s.get("name") or s.get("valueHint") or s.get("value_hint"), s.get("description"))
+                        label, desc = (t if isinstance(t, str) else "" for t in texts)
+                        if label or desc:
+                            settings.append(Param(label, desc))
+            if identifier or settings:
+                out.append(Package(identifier, tuple(settings)))
+    return tuple(out)
+
+
 def _title(obj: dict[str, Any], where: Where, ctx: str = "") -> str:
     # MCP puts a display name in `title` (2025-06-18) or, earlier, in annotations.title
     title = _string(obj, "title", where, ctx)
@@ -356,6 +406,7 @@ def parse_card(
         tools=tuple(tools),
         title=_title(obj, where),
         params=_params(obj.get("inputSchema"), where, ""),
+        packages=_packages(obj),
         kind="tool" if is_tool else "agent",
         raw=raw if raw is not None else json_text(obj),
         source_path=str(path),

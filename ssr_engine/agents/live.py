@@ -169,6 +169,9 @@ class LiveRegistry:
         try:
             stores = [self._store(ix, ref.name, ref.manifest_sha256)
                       for ix, ref in zip(snap.indexes, snap.commit.segments, strict=True)]
+            # the caches keep this commit's segments only: a long-running server merges hundreds away
+            self._stores = {(ref.name, ref.manifest_sha256): store
+                            for ref, store in zip(snap.commit.segments, stores, strict=True)}
             keys = {(ref.name, ref.deletes_sha256) for ref in snap.commit.segments}
             self._integer = {key: v for key, v in self._integer.items() if key in keys}
             searcher: Any
@@ -211,7 +214,6 @@ class LiveRegistry:
         elif (store := CardStore(path)).ids() != index.doc_id_array().to_pylist():
             raise IndexFormatError(f"{path}: its cards are not the segment's documents ({len(store)} cards, "
                                    f"{index.n_docs} documents)")
-        self._stores = {key: s for key, s in self._stores.items() if key[0] != name}
         self._stores[(name, sha256)] = store
         return store
 

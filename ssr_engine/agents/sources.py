@@ -124,9 +124,12 @@ def _server_list(value: Any) -> list[Any] | None:
 
 
 def _is_server(value: Any) -> bool:
-    """Whether a JSON value is one server.json of an MCP registry outside a server list (a seed file's
-    entry, a server.json file): it names its schema, or carries the first answers' `version_detail`."""
+    """Whether a JSON value is one server of an MCP registry outside a server list: a server.json (a seed
+    file's entry, a publisher's file) names its schema or carries the first answers' `version_detail`; a
+    registry's answer for one version (`GET /v0/servers/{name}/versions/latest`) wraps it in `server`."""
     if _smithery_like(value):
+        return True
+    if isinstance(value, dict) and isinstance(value.get("server"), dict) and "name" not in value:
         return True
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return False
@@ -145,20 +148,24 @@ def stored_card(obj: Any, path: str | os.PathLike[str], position: int, raw: str)
 
 def _server_card(entry: Any, path: Path, line: int | None, position: int, raw: str | None = None) -> AgentCard | None:
     """One entry of an MCP registry's server list as a card, or None for a version the registry marks
-    as not the latest (a list may hold every version of a server; a client installs the latest).
+    as not the latest (a list may hold every version of a server; a client installs the latest) or as
+    deleted.
 
     The card is the entry's server.json (the entry itself, or its `server` member in the registry's
-    newer answers, whose `_meta` holds the registry's own fields), named by the server's `name` (the
-    registry's unique key; an older answer's `id` is a UUID per version). `packages`, `remotes` and
-    other fields stay in the stored card, unindexed.
+    newer answers, whose `_meta` holds the registry's own fields; in the answers of 2025-07 to 2025-09
+    the server's own `_meta` held them, snake_case), named by the server's `name` (the registry's unique
+    key; an older answer's `id` is a UUID per version). Its `packages` and `remotes` are indexed
+    (`cards.Package`); every field stays in the stored card.
     """
     server: Any = entry.get("server") if isinstance(entry, dict) and isinstance(entry.get("server"), dict) else entry
     if isinstance(entry, dict) and isinstance(server, dict):
         meta = entry.get("_meta")
         official = meta.get("io.modelcontextprotocol.registry/official") if isinstance(meta, dict) else None
+        official = official if isinstance(official, dict) else {}
         detail = server.get("version_detail")
-        if (isinstance(official, dict) and official.get("isLatest") is False) or \
-                (isinstance(detail, dict) and detail.get("is_latest") is False):
+        latest = [official.get("isLatest"), official.get("is_latest")]
+        latest.append(detail.get("is_latest") if isinstance(detail, dict) else None)
+        if False in latest or official.get("status") == "deleted":
             return None
     if _smithery_like(server):
         # `qualifiedName` is the unique key, `displayName` what a person reads; a server's detail lists
@@ -206,9 +213,7 @@ def _cards_of_value(value: Any, text: str, start: int, lines: _Lines, path: Path
         at = offsets[j] if offsets is not None and j < len(offsets) else start
         if isinstance(item, (dict, list)) and _tool_list(item) is not None:
             yield from _cards_of_value(item, text, at, lines, path, position + j)
-        elif servers is not None or _is_server(item) or (isinstance(item, dict)
-                                                         and isinstance(item.get("server"), dict)
-                                                         and "name" not in item):
+        elif servers is not None or _is_server(item):
             card = _server_card(item, path, lines.at(at), position + j)
             if card is not None:
                 yield card

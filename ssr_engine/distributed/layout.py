@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import load_mapped
 from ..atomic import atomic_write
 from ..errors import IndexFormatError, SsrError
 from ..format import Index, open_index, sha256_file, verify_index
@@ -178,10 +179,7 @@ def save_table(path: Path, table: np.ndarray, dtype: type = np.int64) -> str:
 
 def _load_slice(path: Path, dtype: type, n: int, what: str) -> np.ndarray:
     """A weight or rank slice, memory-mapped; `IndexFormatError` unless it is dtype[n]."""
-    try:
-        a = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise IndexFormatError(f"{path}: unreadable {what} ({exc})") from exc
+    a = load_mapped(path, what)
     if a.dtype != dtype or a.shape != (n,):
         raise IndexFormatError(f"{path}: {a.dtype}{list(a.shape)}, expected {np.dtype(dtype)}[{n}] (corrupt)")
     return a

@@ -5,13 +5,14 @@ matches and document numbers alike.
 
 Each shard is a `parts.Part` with the index's `GlobalStats` (N, BM25 tokens and the shard's slice of
 the weight table), so no statistics travel at query time.
-Through Ray, the driver puts the batch's query texts in the object store once (a NumPy string
-array: smaller than their signals), every actor (`worker.ShardWorker`) returns its group's exact
-top-k as flat arrays (its shards searched one after another, each behind the bar of the top k so
-far; per row its collection number, score, matches and collection-wide id rank: 20 bytes), and
-the driver merges them by the full key as numbers (`worker.merge_shards`), reading from the shards'
-id tables (mapped in the driver, which sees the index directory as the actors do) only the ids of
-the rows it keeps. Rounds are bounded and two are in flight: actors search while the driver merges.
+Through Ray, the driver sends a round's query texts as a NumPy string array (smaller than their
+signals): inside the calls when small, else put in the object store once for every actor. Every actor
+(`worker.ShardWorker`) returns its group's exact top-k as flat arrays (its shards searched one after
+another, each behind the bar of the top k so far; per row its collection number, score, matches and
+collection-wide id rank: 20 bytes), and the driver merges them by the full key as numbers
+(`worker.merge_shards`), reading from the shards' id tables (mapped in the driver, which sees the index
+directory as the actors do) only the ids of the rows it keeps.
+Rounds are bounded and two are in flight: actors search while the driver merges.
 Document numbers are collection-wide: shard i's first number is the sum of the earlier shards'
 sizes, which for a file split into byte ranges is the document's position in the file.
 
@@ -51,6 +52,10 @@ _ROUND_ROWS = 1 << 22  # rows (per shard) of one round: k * queries
 # took 0.7x the actor CPU time of four rounds of 2,048, under load), at least _ROUND_MIN; k=None: _ROUND_ALL
 _ROUND_MIN, _ROUND_MAX, _ROUND_ALL = 32, 16384, 16
 _IN_FLIGHT = 2  # rounds sent before the first is gathered: actors work while the driver merges
+# a round's queries up to this size go inside the calls (Ray inlines arguments under 100 KB): a `ray.put`
+# first cost a single query 1.5 ms of its 6.3 ms through one actor, and the actor's fetch from the store
+# more (RESULTS.md); larger rounds go to the object store once, shared by the actors
+_INLINE_BYTES = 1 << 16
 
 
 @dataclass
@@ -264,9 +269,14 @@ class ShardedSearcher(BatchFirst):
         return out
 
     def _scatter(self, queries: np.ndarray, k: int | None) -> tuple[np.ndarray, Any, list[Any]]:
-        """Send one round to every actor: (queries, their object, the calls)."""
-        obj = self._ray.put(queries)
+        """Send one round to every actor: (queries, what the calls carry, the calls)."""
+        obj = self._payload(queries)
         return queries, obj, [a.search.remote(obj, k) for a in self.actors]
+
+    def _payload(self, queries: np.ndarray) -> Any:
+        """The queries as the actors' calls take them: the array itself when small, else its object in Ray's
+        store (`_INLINE_BYTES`)."""
+        return queries if queries.nbytes <= _INLINE_BYTES else self._ray.put(queries)
 
     def _gather(self, queries: np.ndarray, obj: Any, refs: list[Any], k: int | None) -> list[SearchResult]:
         results, answered = [], []
@@ -292,8 +302,7 @@ class ShardedSearcher(BatchFirst):
         return merge_shards(results, nq, k, self.manifest.integer, self._ids, self._helpers, max_threads())
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
-        arr = np.array(list(queries), dtype=str)
-        obj = self._ray.put(arr)
+        obj = self._payload(np.array(list(queries), dtype=str))
         refs = [a.pool_sizes.remote(obj) for a in self.actors]
         sizes = [self._call(i, "pool_sizes", obj, ref=ref) for i, ref in enumerate(refs)]
         return np.sum(sizes, axis=0).astype(np.int64)

@@ -21,6 +21,7 @@ from .merge import merge_two, span_compare
 from .probe import _CANDIDATES, RULE, STATS, WIDEN, ascending, search_one, workspace
 from .split import hist_level, rare_hist, rare_start
 from .ssr import _search_one
+from .topk import doc_key
 
 
 @nb.njit(cache=True, nogil=True)
@@ -112,6 +113,24 @@ def collection_rank(orders, starts, id_offsets, id_bytes, integer):
     return rank
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _out_of_reach(terms, a, m, level, bar, bar_key, first, grank, monotone):
+    """Whether none of a part's documents can enter behind the bar of one set of levels: even one holding
+    every query term the part has (terms[a:a + m], -1: absent) ranks after it, on its level or, tied on
+    the bar level with ranks ascending (`monotone`), on the key of the part's first document. Such a part
+    is skipped unopened (its lists' cursors, its blocks): at K=10 the rare terms a small segment lacks."""
+    present = 0
+    for j in range(m):
+        if terms[a + j] >= 0:
+            present |= 1 << j
+    if present == 0:
+        return True  # (mask 0 has no level: `levels._tables`)
+    best = level[present]
+    if best > bar:
+        return True
+    return best == bar and monotone and bar_key != _NO_CUT and doc_key(grank[first], first) >= bar_key
+
+
 @nb.njit(cache=True, nogil=True)
 def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos,
                    q_offs, q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off, max_terms, work,
@@ -158,6 +177,8 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
                     break
                 bar = hist_level(w_hist[t], nl, cap)
             for s in scan_order:
+                if _out_of_reach(g_termss[s], a, m, w_level[t], bar, bar_key, starts[s], grank, g_mono):
+                    continue
                 bar, bar_key, cum, nbuf = _scan(indptrs[s], docss[s], sizes_[s], starts[s], grank, lives[s],
                                                 g_termss[s], a, m, width, cap, w_mask[t], w_touched[t], w_cur[t],
                                                 w_end[t], w_last[t], w_level[t], w_hist[t], buf, bar, bar_key,
