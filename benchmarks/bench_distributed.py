@@ -14,6 +14,8 @@
         the shards' own lists (the price of the merge); the terms' share of the work of one index and
         of one actor's shards (one thread, `fixed_cost`); and the latency of single queries (the first
         `latency` queries one after another, p50/p99 ms) through the single index and the actors.
+        And where Ray's time goes: the first actor's whole batch as one call through Ray against the same
+        `ShardWorker` call in this process (its shards, its threads), alternating, and a call doing nothing.
 
 Run under `flock /tmp/ssr-bench.lock`, at normal priority. Prints JSON lines.
 """
@@ -79,7 +81,27 @@ def fixed_cost(single, worker, queries: list[str], k: int) -> None:
          single_kernel_s=round(t_kernel, 3), actor0_terms_s=round(s_terms, 3), actor0_total_s=round(s_all, 3))
 
 
-def compare(args: argparse.Namespace, queries: list[str], k: int, single, ray_s, local, worker) -> None:
+def ray_phases(args: argparse.Namespace, queries: list[str], k: int, ray_s, twin) -> None:
+    """The first actor's batch through Ray (one call, one round) against `twin`, the same group searched in
+    this process on the actor's threads, alternating; and the median round trip of a call doing nothing."""
+    import ray
+
+    actor = ray_s.actors[0]
+    arr = np.array(queries, dtype=str)
+    obj = ray.put(arr)
+    walls, _ = alternating([lambda: ray.get(actor.search.remote(obj, k)), lambda: twin.search(arr, k)], args.rounds)
+    noop = []
+    for _ in range(50):
+        t = time.perf_counter()
+        ray.get(actor.ready.remote())
+        noop.append(time.perf_counter() - t)
+    emit(phase="ray_phases", k=k, actor0_shards=ray_s.groups[0], threads=twin.threads,
+         actor_call_s=round(float(np.median(walls[0])), 3), in_process_s=round(float(np.median(walls[1])), 3),
+         ray_over_in_process=round(float(np.median([a / b for a, b in zip(walls[0], walls[1], strict=True)])), 3),
+         noop_call_ms=round(float(np.median(noop)) * 1000, 3))
+
+
+def compare(args: argparse.Namespace, queries: list[str], k: int, single, ray_s, local, worker, twin) -> None:
     """One k: the single index and the actors alternating, the in-process shards (when `local`), the
     driver's merge alone, the fixed costs, the latency of single queries."""
     import ray
@@ -89,6 +111,9 @@ def compare(args: argparse.Namespace, queries: list[str], k: int, single, ray_s,
     fns = [lambda: single.search_batch(queries, k), lambda: ray_s.search_batch(queries, k)]
     if local is not None:
         fns.append(lambda: local.search_batch(queries, k))
+    # one untimed round first: the single index's first whole batch was cold (its pages not yet mapped in this
+    # process: round ratios of 0.96-2.56 against 0.5-0.7 after it, RESULTS.md), so every timed round is warm
+    alternating(fns, 1)
     walls, outs = alternating(fns, args.rounds)
     want = outs[0]
     bad = [sum(not identical(a, b) for a, b in zip(got, want, strict=True)) for got in outs[1:]]
@@ -114,6 +139,7 @@ def compare(args: argparse.Namespace, queries: list[str], k: int, single, ray_s,
          ranked=ray_s.manifest.ranked, mismatches_ray=bad[0], mismatches_local=None if local_at is None else bad[1],
          results=sum(len(r) for r in want))
     del want, parts
+    ray_phases(args, queries, k, ray_s, twin)
     fixed_cost(single, worker, queries, k)
     if args.latency:
         one = latency(single, queries[: args.latency], k)
@@ -144,11 +170,13 @@ def search(args: argparse.Namespace) -> None:
         emit(phase="actors_ready", shards=len(ray_s.manifest.shards), actors=len(ray_s.actors), groups=ray_s.groups,
              actor_cpus=ray_s.actor_cpus, seconds=round(time.perf_counter() - t, 2))
         ray_s.search_batch(queries[:200], 10)
-        worker = ShardWorker(str(args.sharded), ray_s.groups[0], ray_s.manifest.generation, ray_s.method, 1,
-                             BM25_K1, BM25_B)
+        worker, twin = (ShardWorker(str(args.sharded), ray_s.groups[0], ray_s.manifest.generation, ray_s.method, t,
+                                    BM25_K1, BM25_B) for t in (1, max(1, int(ray_s.actor_cpus))))
+        twin.search(np.array(queries[:200], dtype=str), 10)
         for k in args.k:
-            compare(args, queries, k, single, ray_s, local if actors == args.actors[0] else None, worker)
+            compare(args, queries, k, single, ray_s, local if actors == args.actors[0] else None, worker, twin)
         worker.close()
+        twin.close()
         ray_s.close()
     ray.shutdown()
 

@@ -221,19 +221,28 @@ def _parse_commit(root: Path, generation: int, body: dict[str, Any]) -> Commit:
         raise IndexFormatError(f"{path}: corrupt commit point ({exc})") from exc
 
 
-def read_commit(root: str | os.PathLike[str]) -> Commit | None:
+def read_commit(root: str | os.PathLike[str], attempts: int = 20) -> Commit | None:
     """The newest commit point of `root` (None when nothing was ever committed).
 
     Commit files appear only whole (temporary name, fsync, rename), so the highest N is the
     current generation; if it fails its checksum, that is corruption and an error, never a
-    silent fall-back to older data.
+    silent fall-back to older data. One gone between the listing and its read was replaced by a
+    newer one (a writer removes older commits after committing): the folder is listed again.
     """
     root = Path(root)
-    found = _numbered(root, _COMMIT)
-    if not found:
-        return None
-    generation, name = found[-1]
-    return _parse_commit(root, generation, unseal(root / name, _read_bytes(root / name)))
+    for _ in range(attempts):
+        found = _numbered(root, _COMMIT)
+        if not found:
+            return None
+        generation, name = found[-1]
+        try:
+            raw = _read_bytes(root / name)
+        except IndexFormatError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                continue  # a writer committed a newer one and removed this one since the listing: list again
+            raise
+        return _parse_commit(root, generation, unseal(root / name, raw))
+    raise IndexFormatError(f"{root}: commit points keep changing while reading them (a writer is busy); try again")
 
 
 def open_commit(root: str | os.PathLike[str], attempts: int = 20) -> tuple[Commit, list[SegmentHold]]:

@@ -34,7 +34,7 @@ from .live_files import (
     wanted_ids,
     write_deletes,
 )
-from .live_merges import merge_once
+from .live_merges import absorbing, merge_once
 from .live_search import LiveSearcher, Snapshot, current_generation, open_bm25, open_search, open_snapshot
 from .live_segments import ScratchStaging, build_segment
 
@@ -70,7 +70,7 @@ class LiveIndex:
     def __init__(self, path: str | os.PathLike[str], quiet: bool = True, workers: int | None = None,
                  chunk_docs: int = CHUNK_DOCS, merge: bool = True):
         self.root = resolve_index(path)
-        self.merge_after_add = merge  # `add` merges segments of about the same size after its commit (`merge`)
+        self.merge_after_add = merge  # `add` merges the newest segments after its commit (`merge`)
         self.quiet = quiet
         self.workers = workers or os.cpu_count() or 1
         self.chunk_docs = chunk_docs
@@ -101,9 +101,9 @@ class LiveIndex:
         registry's card store for the added cards). `expect_generation`: write only if the index is
         still at that commit (checked under the writer lock), else raise `StaleCommit`: a caller that
         re-adds documents it read earlier (an agent registry's merges) never undoes a newer write.
-        Built under the writer lock (`prepare` + `publish` build it before taking it); once visible, segments of
-        about the same size are merged (`merge`; not if merge=False). Returns {"added", "replaced", "segment",
-        "generation", "seconds", "merges" (`merge`'s list)}.
+        Built under the writer lock (`prepare` + `publish` build it before taking it); once visible, the newest
+        segments are merged as `live_merges.size_plan` says (`merge`; not if merge=False). Returns {"added",
+        "replaced", "segment", "generation", "seconds", "merges" (`merge`'s list)}.
         """
         source, label = _source(docs, collection)
         started = time.time()
@@ -121,7 +121,7 @@ class LiveIndex:
         return report
 
     def merge(self) -> list[dict[str, Any]]:
-        """Merge segments of about the same size while `live_merges.merge_plan` finds some (one report each,
+        """Merge the newest segments while `live_merges.size_plan` finds some (one report each,
         `live_merges.merge_once`); one another writer got in the way of is left for later: {"postponed": why}."""
         done: list[dict[str, Any]] = []
         try:
@@ -166,6 +166,7 @@ class LiveIndex:
         must still be in the index with those deletion files, else `StaleCommit` and nothing written:
         a merge built from an older commit then never undoes a write made meanwhile elsewhere. Other
         segments may have changed; the new segment's ids are not looked up (they were live only there).
+        With `upsert` too: a write absorbing those segments (`live_merges.absorbing`).
         """
         started = time.time()
         with IndexWriter(self.root, append=True) as writer:
@@ -186,12 +187,12 @@ class LiveIndex:
         # the new segment's ids from its id table (never opened here: its first reader opens it, once)
         table = IdTable(staged, n_new)
         at = None  # where the new segment goes in the commit: last, or a merge's at its first replaced segment's place
-        if replaces is not None:
-            refs, at = _replacing(self.root, snap, replaces, n_new)
-            replaced = 0
+        if replaces is not None and not upsert:
+            (refs, at), replaced = _replacing(self.root, snap, replaces, n_new), 0
         else:
             wanted = table.every_id()
             hits = self._find(snap, wanted)
+            hits = hits if replaces is None else absorbing(self.root, snap, replaces, hits)
             replaced = sum(len(d) for d in hits.values())
             if replaced and not upsert:
                 seg, docs_found = next(iter(hits.items()))
@@ -200,7 +201,7 @@ class LiveIndex:
                 raise InputError(label, None, f"document id {taken.decode('utf-8', 'surrogatepass')!r} "
                                  f"(document {pos + 1} of the input) is already in the index; use --upsert to "
                                  f"replace it ({replaced} ids in all)")
-            refs = self._with_deletions(writer, snap, hits, adding=True)
+            refs = [r for r in self._with_deletions(writer, snap, hits, True) if r[0].name not in (replaces or ())]
         at = len(refs) if at is None else at
         refs.insert(at, (staged, n_new, None, None))
         commit = _commit(writer, refs)

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from ssr_engine.agents import live as agents_live
+from ssr_engine.agents import merges as agents_merges
 from ssr_engine.agents.cards import AgentCard
 from ssr_engine.agents.discovery import Registry, build_registry
 from ssr_engine.agents.live import LiveRegistry, is_registry
-from ssr_engine.agents.merges import merge_plan
+from ssr_engine.agents.merges import absorbable, merge_plan
 from ssr_engine.cli import main
 from ssr_engine.datagen.cards import iter_registry, make_queries
 from ssr_engine.errors import SsrError
@@ -125,6 +127,7 @@ def test_a_write_goes_on_while_a_merge_builds_and_both_commit(tmp_path, monkeypa
         return prepare(self, *args, **kwargs)
 
     monkeypatch.setattr(LiveIndex, "prepare", held)
+    monkeypatch.setattr(agents_merges, "ABSORB", 0)  # no write absorbs: the merge runs beside them (a big one's way)
     assert live.put_many(cards[40:41])["merging"] is False  # no merge ran beside this write
     for c in cards[41:44]:
         live.put(c)  # the fourth one-card segment starts a merge of the four
@@ -288,3 +291,58 @@ def test_a_background_merge_commits_after_the_writes_under_way():
         thread.start()
         thread.join(10.0)
         assert not thread.is_alive()
+
+
+def test_writes_absorb_the_small_segments_and_rank_as_a_rebuild(tmp_path, monkeypatch):
+    # a write takes the small segments the plan names into its own segment: no merge runs beside writes,
+    # the segment count stays bounded and rankings stay those of a rebuild (replaced ids included)
+    cards = list(iter_registry(160, 6))
+    build_registry(cards[:120], tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg", background=True, merge_quiet=3600)  # no background merge while writing
+    current = {c.id: c for c in cards[:120]}
+    absorbed = []
+    for i, c in enumerate(cards[120:150]):
+        if i % 5 == 4:  # the newest earlier write again (its id live in a small segment): replaced, not added
+            c = dataclasses.replace(cards[120 + i - 1], description=f"rewritten {i} " + c.description)
+        elif i % 7 == 6:  # a card of the base, replaced
+            c = dataclasses.replace(cards[i], description=f"replaced {i} " + c.description)
+        report = live.put_many([c])
+        assert (report["added"], report["replaced"]) == ((0, 1) if c.id in current else (1, 0))
+        current[c.id] = c
+        absorbed.append(report["absorbed"])
+        assert len(live.view().stores) <= 5 and not live._plan()  # nothing left for a merge
+        if i % 6 == 5:
+            _check_rebuild(live, list(current.values()), seed=i)
+    assert sum(a > 0 for a in absorbed) >= 5 and live.merges.started == 0
+    # a segment it meant to absorb changed meanwhile (another thread's write): the write goes on without it
+    for c in cards[150:155]:
+        if absorbable(live, [cards[155]]) is not None:
+            break
+        live.put(c)
+        current[c.id] = c
+    stale = absorbable(live, [cards[155]])
+    assert stale is not None
+    victim = stale[1][0].id  # a card of a segment it would absorb
+    assert live.delete(victim)
+    del current[victim]
+    monkeypatch.setattr(agents_live, "absorbable", lambda _reg, _cards: stale)
+    report = live.put_many([cards[155]])
+    current[cards[155].id] = cards[155]
+    assert report["absorbed"] == 0 and report["added"] == 1
+    _check_rebuild(live, list(current.values()))
+    assert verify_index(tmp_path / "reg") == []
+    live.close()
+
+
+def test_an_absorbing_publish_that_misses_a_live_document_writes_nothing(tmp_path):
+    cards = list(iter_registry(30, 8))
+    build_registry(cards[:20], tmp_path / "reg")
+    live = LiveRegistry(tmp_path / "reg", merge_at=10**6, max_segments=10**6)
+    live.put_many(cards[20:23])
+    small = live.view().snapshot.commit.segments[-1]
+    before = read_commit(tmp_path / "reg").generation
+    with live._segment([cards[25]]) as (segment, _store):  # holds none of the small segment's 3 cards
+        with pytest.raises(SsrError, match="holds 0 of the 3 live documents"):
+            LiveIndex(tmp_path / "reg").publish(segment, upsert=True, replaces={small.name: small.deletes_sha256})
+    assert read_commit(tmp_path / "reg").generation == before
+    live.close()

@@ -340,3 +340,22 @@ def test_removal_in_background_renames_under_the_lock_and_removes_on_its_own_thr
     threads.clear()
     build_index(coll, out, force=True, quiet=True)
     assert threads and all(name == threading.current_thread().name for _, name in threads)
+
+
+def test_a_commit_point_removed_after_the_listing_is_read_again_from_the_newer_one(tmp_path, monkeypatch):
+    # a reader lists commit N, a writer commits N+1 and removes N, then the reader reads: it lists again
+    from ssr_engine import generations
+
+    idx = tmp_path / "idx"
+    build_index(write_tsv(tmp_path / "a.tsv", DOCS_A), idx)
+    first = read_commit(idx)
+    LiveIndex(idx, workers=1).add([("4", "alpha omega")])
+    assert not (idx / first.path.name).exists()  # the writer removed the older commit point
+    listing = generations._numbered
+    stale = [[(first.generation, first.path.name)]]
+    monkeypatch.setattr(generations, "_numbered", lambda root, kind: stale.pop() if stale else listing(root, kind))
+    assert read_commit(idx).generation == first.generation + 1
+    # a commit point that stays missing (not a race: the folder was tampered with) is an error, not a loop
+    monkeypatch.setattr(generations, "_numbered", lambda root, kind: [(first.generation, first.path.name)])
+    with pytest.raises(IndexFormatError, match="keep changing"):
+        read_commit(idx)

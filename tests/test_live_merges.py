@@ -14,7 +14,7 @@ from ssr_engine import build_index
 from ssr_engine.cli import main as cli
 from ssr_engine.generations import read_commit
 from ssr_engine.live import LiveIndex, StaleCommit
-from ssr_engine.live_merges import merge_once
+from ssr_engine.live_merges import merge_once, merge_plan, size_plan
 
 
 def grown(tmp: Path, adds: int, merge: bool, seed: int = 0) -> tuple[Path, dict[str, str], list[dict]]:
@@ -37,17 +37,30 @@ def grown(tmp: Path, adds: int, merge: bool, seed: int = 0) -> tuple[Path, dict[
     return index, live, reports
 
 
-def test_adds_merge_segments_of_about_the_same_size(tmp_path):
-    index, live, reports = grown(tmp_path, 6, merge=True)
+def test_adds_merge_the_newest_segments_once_they_match_the_one_before(tmp_path):
+    index, live, reports = grown(tmp_path, 8, merge=True)
     base = read_commit(index).segments[0]
-    assert [len(r["merges"]) for r in reports] == [0, 0, 0, 1, 0, 0]
-    merge = reports[3]["merges"][0]
-    # the four added segments (tier of 2 digits) became one; the base (3 digits) was left alone
-    assert len(merge["merged"]) == 4 and base.name not in merge["merged"]
-    assert 72 <= merge["documents"] <= 81  # 4 x 20 added, an update, at most 9 deleted before
-    names = [ref.name for ref in read_commit(index).segments]
-    assert names[0] == base.name and len(names) == 4  # base, the merged one, two later adds
+    merges = [m for r in reports for m in r["merges"]]
+    assert merges and all(base.name not in m["merged"] for m in merges)  # 300 documents never met 20 x 8
+    assert all(len(m["merged"]) >= 2 for m in merges)
+    live_counts = [ref.documents for ref in read_commit(index).segments]
+    assert size_plan(live_counts) == []  # nothing left to merge: each segment holds more than all after it
+    assert all(a > sum(live_counts[i + 1:]) for i, a in enumerate(live_counts[:-1]))
+    assert len(live_counts) <= 4
     assert_same_as_fresh(index, live, tmp_path, "ssr", "merged")
+
+
+def test_size_plan_merges_the_newest_run_and_caps_the_count():
+    assert size_plan([100_000, 1]) == []
+    assert size_plan([100_000, 1, 1]) == [1, 2]
+    # the longest run of the newest segments whose first is matched by those after it
+    assert size_plan([100_000, 40_000, 20_000, 20_000]) == [1, 2, 3]
+    assert size_plan([8_800_000, 1000]) == []  # a first add beside a big base: nothing to merge
+    assert size_plan([500, 400, 100]) == [0, 1, 2]  # deletions shrank the older one: merged with the newer
+    assert size_plan([7, 13], ratio=0.5) == []  # the older one merges once the newer hold twice as many
+    assert size_plan([7, 14], ratio=0.5) == [0, 1]
+    doubling = [2**i for i in range(12, 0, -1)]  # each more than all after it: past the cap, the smallest
+    assert size_plan(doubling) == [7, 8, 9, 10, 11]
 
 
 def test_no_merge_keeps_every_segment(tmp_path):
@@ -100,7 +113,8 @@ def test_cli_add_merges_unless_told_not_to(tmp_path, capsys):
 
 def test_a_merged_segment_takes_the_place_of_the_first_it_replaces(tmp_path):
     """Segments added in id order stay in id order through a merge, so collection numbers ascend with ids
-    (the kernels' monotone shortcuts): here four small adds are merged while a bigger, later add stays."""
+    (the kernels' monotone shortcuts): here four small adds are merged (the tiered plan) while a bigger,
+    later add stays."""
     from ssr_engine import parts_tables
     from ssr_engine.live_search import LiveSearcher
 
@@ -120,8 +134,8 @@ def test_a_merged_segment_takes_the_place_of_the_first_it_replaces(tmp_path):
     for i in gone:
         live.pop(i)
     before = [ref.name for ref in read_commit(index).segments]
-    done = writer.merge()
-    assert len(done) == 1 and done[0]["merged"] == before[1:5]
+    done = [merge_once(writer, merge_plan)]  # the tiered plan (agent registries'): not the newest run here
+    assert done[0] is not None and done[0]["merged"] == before[1:5]
     after = [ref.name for ref in read_commit(index).segments]
     assert after == [before[0], done[0]["segment"], before[5]]
     searcher = LiveSearcher(index)

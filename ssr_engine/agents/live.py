@@ -6,7 +6,8 @@ cards of that segment's documents (row = document), registered in the segment's 
 
 - `put_many` (add or replace): the cards' documents and their card store go into one new segment,
   built before any lock is taken (`LiveIndex.prepare`) and committed with the older versions of the
-  same ids deleted (`LiveIndex.publish(..., upsert=True)`);
+  same ids deleted (`LiveIndex.publish(..., upsert=True)`); the small segments a merge would take next
+  go into it too (`merges.absorbable`), so no merge of them runs beside later writes;
 - `delete_many`: `LiveIndex.delete`, a new deletion file per touched segment;
 - merges (`merge_plan`: tiered by size, capped at `MAX_SEGMENTS`) add the live cards of small
   segments again as one segment that replaces them, built without any lock and committed only if
@@ -41,7 +42,7 @@ from ..errors import IndexFormatError, SsrError
 from ..format import CARD_STORE, CARD_STORE_FORMAT
 from .cards import AgentCard
 from .discovery import CardStore, Pool, build_error, is_registry, write_documents_and_store
-from .merges import MAX_SEGMENTS, MERGE_AT, MERGE_QUIET, Merger, merge_plan
+from .merges import MAX_SEGMENTS, MERGE_AT, MERGE_QUIET, Merger, absorbable, merge_plan
 from .sources import unique_cards
 from .view import View
 
@@ -225,25 +226,38 @@ class LiveRegistry:
 
     def put_many(self, cards: Iterable[AgentCard], on_duplicate: str = "keep-last") -> dict[str, Any]:
         """Add or replace cards in one commit, shown before returning; returns {"added", "replaced",
-        "version" (the version this registry shows now), "ms" (where the time went: build, wait for
-        the lock, commit, show), "merging" (whether a background merge ran meanwhile)}. Segments are
-        merged after (`merge`)."""
+        "absorbed" (cards of small segments taken into its segment, `merges.absorbable`), "version" (the
+        version this registry shows now), "ms" (where the time went: build, wait for the lock, commit,
+        show), "merging" (whether a background merge ran meanwhile)}. Segments are merged after (`merge`)."""
+        from ..live import StaleCommit
+
         cards = list(unique_cards(cards, on_duplicate))
         if not cards:
             return {"added": 0, "replaced": 0, "version": self.version}
         t, mark = [time.perf_counter()], self.merges.overlap()
-        with self.merges.writing(), self._segment(cards) as (segment, store):  # built before any lock is taken
+        with self.merges.writing():
+            try:
+                return self._put(cards, absorbable(self, cards), t, mark)
+            except StaleCommit:  # a segment it absorbs changed meanwhile (another thread's write or merge)
+                return self._put(cards, None, t, mark)
+
+    def _put(self, cards: list[AgentCard], absorbed: tuple[dict[str, str | None], list[AgentCard], int] | None,
+             t: list[float], mark: tuple[int, int]) -> dict[str, Any]:
+        """`put_many`'s commit: `cards` (and the cards of the segments it absorbs) as one new segment."""
+        replaces, kept, overridden = absorbed if absorbed is not None else (None, [], 0)
+        with self._segment(kept + cards) as (segment, store):  # built before any lock is taken
             t.append(time.perf_counter())
             with self._lock:
                 t.append(time.perf_counter())
-                report = _waiting(lambda: self._live_index().publish(segment, upsert=True))
+                report = _waiting(lambda: self._live_index().publish(segment, upsert=True, replaces=replaces))
                 t.append(time.perf_counter())
                 self._fresh[report["segment"]] = store
                 self.refresh()
                 self.merges.after_write()
                 t.append(time.perf_counter())
                 ms = {k: round((t[i + 1] - t[i]) * 1e3, 2) for i, k in enumerate(("build", "wait", "commit", "show"))}
-                return {"added": len(cards) - report["replaced"], "replaced": report["replaced"],
+                replaced = report["replaced"] + overridden
+                return {"added": len(cards) - replaced, "replaced": replaced, "absorbed": len(kept),
                         "version": self.version, "ms": ms, "merging": self.merges.overlapped(mark)}
 
     def delete(self, card_id: str) -> bool:

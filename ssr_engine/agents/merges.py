@@ -5,7 +5,10 @@ each. `merge_plan` (the live indexes' tiered plan, `live_merges`) says which to 
 does it (their live cards added again as one segment, on top of the commit they were read from).
 A `Merger` runs merges after writes: at once (a library or CLI write), or in a background thread
 once writes have paused (a server), so that a write's own commit and its visibility never wait
-for a merge it caused.
+for a merge it caused. Small merges do not run at all while writes go on: a write absorbs the small
+segments the plan names (`absorbable`: its own segment holds their cards too, one build of a few
+more cards and one commit, `LiveIndex.publish(replaces=..., upsert=True)`); a background merge
+of a few dozen one-card segments ran beside about every other write of a busy server.
 """
 
 from __future__ import annotations
@@ -21,10 +24,30 @@ from typing import Any
 from ..errors import SsrError
 from ..live_merges import MAX_SEGMENTS, MERGE_AT, merge_plan
 
-__all__ = ["MAX_SEGMENTS", "MERGE_AT", "MERGE_QUIET", "Merger", "merge_plan"]
+__all__ = ["ABSORB", "MAX_SEGMENTS", "MERGE_AT", "MERGE_QUIET", "Merger", "absorbable", "merge_plan"]
 
+# a write absorbs the segments the plan names when they hold at most this many live cards: its own segment
+# holds them too (one build of a few more cards, one commit), so no merge of them runs beside later writes
+ABSORB = 100
 MERGE_QUIET = 0.2  # seconds without a write before a background merge starts
 MERGE_NICE = 10  # the background merge thread's nice value (Linux)
+
+
+def absorbable(registry: Any, cards: list[Any]) -> tuple[dict[str, str | None], list[Any], int] | None:
+    """What a write of `cards` to `registry` (a `LiveRegistry`) absorbs: the segments the merge plan names, the
+    write's own new segment counted, when they hold at most `ABSORB` live cards, as {segment: deletion file
+    sha}, their live cards but those `cards` replace, and how many those are. None: nothing to absorb."""
+    with registry._lock:  # a card store's parsed-card cache is not shared between threads
+        view = registry.view()
+        refs = view.snapshot.commit.segments
+        plan = [s for s in merge_plan([ref.documents for ref in refs] + [len(cards)], registry.merge_at,
+                                      registry.max_segments) if s < len(refs)]
+        if not plan or sum(refs[s].documents for s in plan) > ABSORB:
+            return None
+        written = {c.id for c in cards}
+        live = view.live_ids(plan)
+        kept = [view.stores[s].get(cid) for s, cid in live if cid not in written]
+        return {refs[s].name: refs[s].deletes_sha256 for s in plan}, kept, len(live) - len(kept)
 
 
 class Merger:

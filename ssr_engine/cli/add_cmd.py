@@ -17,8 +17,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     chunk_arguments(p)
     p.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of failing")
     p.add_argument("--no-merge", dest="merge", action="store_false",
-                   help="leave the segments as they are (by default, once the new segment is visible, segments of "
-                        "about the same size are merged so that searches stay fast)")
+                   help="leave the segments as they are (by default, once the new segment is visible, the newest "
+                        "segments are merged once together they hold as many documents as the one before them, so "
+                        "that searches stay fast)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
