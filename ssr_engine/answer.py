@@ -79,7 +79,6 @@ class Answers:
 
     def __call__(self, queries: list[str], k: int, method: str):
         """(offsets, docs, scores, matches, ids) of the queries' top k (k >= 1), on the calling thread."""
-        index = self.index
         table = self._id_table()
         data, q_offsets = utf8(queries)
         width, k, entries = self._sized(k)
@@ -92,8 +91,11 @@ class Answers:
             if status != WIDER:
                 break
         self._check(status, work)
-        ids = ucs4_ids(rows) if table.shape[1] else index.ids_of(docs)
-        return offsets, docs, scores, matches, ids
+        return offsets, docs, scores, matches, self._ids(rows, docs)
+
+    def _ids(self, rows: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """The external ids of `answer`'s id rows (UCS-4), or of its docs when the index has no id table."""
+        return ucs4_ids(rows) if rows.shape[1] else self.index.ids_of(docs)
 
     def _sized(self, k: int) -> tuple[int, int, int]:
         """A call's (block width, k as the kernels take it, buffer entries) for this k (made once a k)."""
@@ -140,33 +142,35 @@ class Answers:
     def threaded(self, queries: list[str], k: int, method: str, threads: int) -> list[SearchResult]:
         """A batch on `threads` threads taking pieces of queries one at a time. Results in query order.
 
-        Up to _FLAT_MOST rows (k a query), every thread runs one GIL-free call (`kernels.answer_pieces`) that
-        takes pieces and writes their rows into the batch's flat arrays (the results are views of them, which
-        go back to the system whole when dropped); the calling thread alone makes the result objects, of the
-        pieces written so far (in order) after each of its own pieces, and of the rest at the end. So no thread
-        waits for the GIL, which a thread preempted by another process would hold (benchmarks/RESULTS.md).
-        Beyond, each piece makes its own arrays and results on its thread.
+        Every thread runs one GIL-free call (`kernels.answer_pieces`) that takes pieces, and only the calling
+        thread holds the GIL: so no thread waits for it while a thread preempted by another process holds it
+        (benchmarks/RESULTS.md). Up to _FLAT_MOST rows (k a query) the pieces write their rows into the batch's
+        flat arrays (the results are views of them, which go back to the system whole when dropped) and the
+        caller makes the results of the pieces written so far (in order) after each of its own; beyond, each
+        piece keeps its own arrays (fresh pages for a flat set cost more) and the caller makes its own pieces'
+        results as it goes. The rest are made at the end.
         """
         width, most, entries = self._sized(k)
         spans = guided(len(queries), threads, _PIECE[0], self._piece_most(k))
-        if len(queries) * most > _FLAT_MOST:
-            parts = self._helpers.map(lambda ab: self.serial(queries[ab[0] : ab[1]], k, method), spans, threads)
-            return [r for part in parts for r in part]
-        total = len(queries) * most
+        flat = len(queries) * most <= _FLAT_MOST
+        total = len(queries) * most if flat else 0
         table = self._id_table()
-        ends, docs = np.empty(len(queries), np.int64), np.empty(total, np.int64)
+        ends, docs = np.empty(len(queries) if flat else 0, np.int64), np.empty(total, np.int64)
         scores, matches = np.empty(total, np.float64), np.empty(total, np.int32)
         rows = np.empty((total if table.shape[1] else 0, table.shape[1]), np.uint32)
-        flat = (ends, docs, scores, matches, rows)
         ids = ucs4_ids(rows) if table.shape[1] else None
         data, q_offsets = utf8(queries)
         cut = np.array(spans, dtype=np.int64)
         shared = np.zeros(len(spans) + 2, dtype=np.int64)  # `answer_pieces`: next piece, written flags, split up to
         fixed = (self._prepare_args, self._ix, np.int64(most), np.int64(width))
-        monotone, probing = self.monotone, method == "ssr"
-        out: list[list[SearchResult]] = []
+        after = (probe._RULE, self.monotone, method == "ssr", table, flat, ends, docs, scores, matches, rows)
+        kept: dict[int, tuple[np.ndarray, ...]] = {}  # not flat: a piece's own arrays
+        out: dict[int, list[SearchResult]] = {}
 
         def results(p: int) -> list[SearchResult]:
+            if not flat:
+                offsets, d, s, m, got = kept.pop(p)
+                return split_results(offsets, self._ids(got, d), d, s, m)
             a, b = spans[p]
             bounds = np.empty(b - a + 1, dtype=np.int64)
             bounds[0] = a * most
@@ -185,19 +189,21 @@ class Answers:
                 raise
 
         def taking(thread: int) -> None:
-            first, longest = -1, 0
+            first, longest, written = -1, 0, 0
             while True:
                 work = self._work(width, longest, entries)
-                status, p, longest, written = answer_pieces(data, q_offsets, cut, shared, first, thread == 0, *fixed,
-                                                            work, probe._RULE, monotone, probing, table, *flat)
+                status, p, longest, written, own = answer_pieces(data, q_offsets, cut, shared, first, thread == 0,
+                                                                 *fixed, work, *after)
+                kept.update((x[0], x[1:]) for x in own)
                 first = p if status == WIDER else -1
                 self._check(status, work)
                 if p < 0:
                     return
-                if thread == 0:  # the pieces written so far, in order: only this thread holds the GIL
-                    out.extend(results(q) for q in range(len(out), written))
+                if thread == 0:  # only this thread holds the GIL: its piece, and those written so far (in order)
+                    for q in (p, *range(shared[-1], written)):
+                        if q not in out:
+                            out[q] = results(q)
                     shared[-1] = written
 
         self._helpers.each(run, threads)
-        out.extend(results(q) for q in range(len(out), len(spans)))
-        return [r for part in out for r in part]
+        return [r for p in range(len(spans)) for r in (out[p] if p in out else results(p))]

@@ -282,11 +282,12 @@ def test_threaded_pieces_give_the_reference_in_query_order(small, monkeypatch, m
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(least=st.integers(1, 40), most=st.integers(1, 80), rows=st.integers(1, 3_000), threads=st.sampled_from([1, 2]),
-       k=st.sampled_from([1, 3, 10, 55, 700]), method=st.sampled_from(["ssr", "levels"]))
-def test_any_piece_size_and_thread_count_give_the_reference(small, least, most, rows, threads, k, method):
-    """Whatever the piece bounds (`answer._PIECE`, `_PIECE_ROWS`) and the thread count, each call (one thread)
-    or piece (two) takes at most the queries the bounds allow (but never fewer than the least, nor more than
-    the batch) and every query's results are the reference's, in query order."""
+       k=st.sampled_from([1, 3, 10, 55, 700]), method=st.sampled_from(["ssr", "levels"]), flat=st.booleans())
+def test_any_piece_size_and_thread_count_give_the_reference(small, least, most, rows, threads, k, method, flat):
+    """Whatever the piece bounds (`answer._PIECE`, `_PIECE_ROWS`), the thread count and whether pieces write into
+    one flat set of arrays (`answer._FLAT_MOST`), each call (one thread) or piece (two) takes at most the queries
+    the bounds allow (but never fewer than the least, nor more than the batch) and every query's results are the
+    reference's, in query order."""
     from unittest import mock
 
     from ssr_engine import answer
@@ -308,7 +309,8 @@ def test_any_piece_size_and_thread_count_give_the_reference(small, least, most, 
         return pieces(data, q_offsets, cut, *args)
 
     with mock.patch.object(answer, "_PIECE", (least, most)), mock.patch.object(answer, "_PIECE_ROWS", rows), \
-            mock.patch.object(Answers, "__call__", counted), mock.patch.object(answer, "answer_pieces", spans):
+            mock.patch.object(Answers, "__call__", counted), mock.patch.object(answer, "answer_pieces", spans), \
+            mock.patch.object(answer, "_FLAT_MOST", answer._FLAT_MOST if flat else 0):
         results = searcher.search_batch(queries, k, threads=threads, method=method)
     sizes += [n for b in batches.values() for n in b]
     allowed = max(least, min(most, rows // min(k, searcher.n_docs)))

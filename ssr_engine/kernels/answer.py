@@ -17,6 +17,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 from numba import types
+from numba.typed import List
 
 from . import levels, probe
 from .id_table import gather_rows
@@ -100,21 +101,25 @@ def stop_taking(shared):
 
 @nb.njit(cache=True, nogil=True)
 def answer_pieces(data, q_offsets, spans, shared, first, once, prep, ix, k, width, work, rule, monotone, probing,
-                  table, ends, docs, scores, matches, ids):
-    """A threaded batch's pieces on the calling thread, as `answer` answers each, into the batch's flat arrays.
+                  table, flat, ends, docs, scores, matches, ids):
+    """A threaded batch's pieces on the calling thread, as `answer` answers each: into the batch's flat arrays
+    (flat), else each piece keeping its own.
 
     spans int64[P, 2]: piece p is queries spans[p, 0]:spans[p, 1] (of data, q_offsets as `answer`'s);
     shared int64[P + 2], zeros at first, shared by the threads: [0] the next piece to take (each piece is
     taken once), [1 + p] 1 once piece p's rows are written, [P + 1] the first piece whose rows may not be
     (the caller's to set). first: a piece to answer before taking any (-1: none); once: return after one
-    piece. Query q of a piece starting at a owns rows ends[q - 1] (a * k for q = a) up to ends[q] (int64[Q])
-    of docs int64, scores float64, matches int32 and ids uint32[rows, w] (UCS-4 id rows; 0 rows when table
-    has no columns), k rows a query at most. Other arguments as `answer`'s.
-    Returns (status, piece, longest, written): OK with piece -1 when no piece is left, OK with the piece
+    piece. Flat, query q of a piece starting at a owns rows ends[q - 1] (a * k for q = a) up to ends[q]
+    (int64[Q]) of docs int64, scores float64, matches int32 and ids uint32[rows, w] (UCS-4 id rows; 0 rows
+    when table has no columns), k rows a query at most. Other arguments as `answer`'s.
+    Returns (status, piece, longest, written, kept): OK with piece -1 when no piece is left, OK with the piece
     answered when once, or `answer`'s failure on that piece (its rows are not written; a failure other than
-    WIDER also ends the other threads' taking); written: pieces shared[P + 1] up to it are written.
+    WIDER also ends the other threads' taking); flat, pieces shared[P + 1] up to written are written; not
+    flat, kept: (piece, and `answer`'s offsets, docs, scores, matches, ids) of each piece this call answered.
     """
     n_pieces = spans.shape[0]
+    kept = List()
+    written = shared[n_pieces + 1]
     p = first if first >= 0 else fetch_add(shared, 0, 1)
     while p < n_pieces:
         a, b = spans[p, 0], spans[p, 1]
@@ -123,21 +128,23 @@ def answer_pieces(data, q_offsets, spans, shared, first, once, prep, ix, k, widt
         if status != OK:
             if status != WIDER:
                 stop_taking(shared)
-            return status, p, longest, shared[n_pieces + 1]
-        base = a * k
-        n = d.shape[0]
-        docs[base : base + n] = d
-        scores[base : base + n] = s
-        matches[base : base + n] = m
-        if table.shape[1]:
-            ids[base : base + n] = got
-        for q in range(b - a):
-            ends[a + q] = base + offsets[q + 1]
-        fetch_add(shared, 1 + p, 1)  # published after its rows
+            return status, p, longest, written, kept
+        if flat:
+            base = a * k
+            n = d.shape[0]
+            docs[base : base + n] = d
+            scores[base : base + n] = s
+            matches[base : base + n] = m
+            if table.shape[1]:
+                ids[base : base + n] = got
+            for q in range(b - a):
+                ends[a + q] = base + offsets[q + 1]
+            fetch_add(shared, 1 + p, 1)  # published after its rows
+        else:
+            kept.append((p, offsets, d, s, m, got))
         if once:
-            written = shared[n_pieces + 1]
-            while written < n_pieces and fetch_add(shared, 1 + written, 0):
+            while flat and written < n_pieces and fetch_add(shared, 1 + written, 0):
                 written += 1
-            return OK, p, longest, written
+            return OK, p, longest, written, kept
         p = fetch_add(shared, 0, 1)
-    return OK, -1, 0, shared[n_pieces + 1]
+    return OK, -1, 0, written, kept
