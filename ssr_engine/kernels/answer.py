@@ -17,7 +17,6 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 from numba import types
-from numba.typed import List
 
 from . import levels, probe
 from .id_table import gather_rows
@@ -118,7 +117,7 @@ def answer_pieces(data, q_offsets, spans, shared, first, once, prep, ix, k, widt
     flat, kept: (piece, and `answer`'s offsets, docs, scores, matches, ids) of each piece this call answered.
     """
     n_pieces = spans.shape[0]
-    kept = List()
+    kept = nb.typed.List()
     written = shared[n_pieces + 1]
     p = first if first >= 0 else fetch_add(shared, 0, 1)
     while p < n_pieces:
