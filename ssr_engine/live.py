@@ -5,6 +5,8 @@ with an optional deletion file and its ids to look up (`live_files`). Reading on
 `LiveSearcher`, `open_search`; re-exported here, the one door of layer 3). This module writes: adding (then
 merging, `live_merges`), deleting, compacting. Writers (`LiveIndex.add`, `delete`, `compact`, `ssr add|delete|
 compact`) take the writer lock, stage their files, publish one new commit point: a crash leaves the last intact.
+Over 400 lines because `_publish` is the one place every writer's commit goes through (adds, upserts,
+merges, absorbing writes); splitting it would spread one lock-held sequence over two modules.
 """
 
 from __future__ import annotations
