@@ -72,6 +72,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--latency-queries", type=int, default=2000, help="single-query calls timed (default 2000)")
     p.add_argument("--no-exactness", action="store_true")
     p.add_argument("--repeat", type=int, default=1, help="time each batch this many times (rounds); the median")
+    p.add_argument("--min-seconds", type=float, default=2.0,
+                   help="in each round, call a batch back to back for at least this long; seconds per call "
+                        "(default 2; 0: one call)")
     p.add_argument("--json", dest="json_out", help="write the results here")
     return p.parse_args(argv)
 
@@ -102,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     warm_up(searcher, texts, args.k, args.threads, report, exhaustive=not args.no_exactness)
     peak = Peak()
     qb = prepare(searcher, texts, report)
-    report["throughput"] = throughput(searcher, texts, qb, args.k, args.threads, peak, args.repeat)
+    report["throughput"] = throughput(searcher, texts, qb, args.k, args.threads, peak, args.repeat,
+                                      args.min_seconds)
     by = {(r["threads"], r["k"]): r for r in report["throughput"]}
     report["speedup_2_threads"] = {str(k): by[2, k]["qps"] / by[1, k]["qps"] for k in args.k
                                    if (1, k) in by and (2, k) in by}
@@ -174,28 +178,29 @@ def prepare(searcher, texts, report: dict):
     return qb
 
 
-def throughput(searcher, texts, qb, ks, thread_counts, peak: Peak, repeat: int = 1) -> list[dict]:
+def throughput(searcher, texts, qb, ks, thread_counts, peak: Peak, repeat: int = 1,
+               min_seconds: float = 0.0) -> list[dict]:
     """Kernel-only and end-to-end queries/s of the whole batch at each thread count and K (the median of
-    `repeat` rounds over the configurations, `harness.measure.repeated`)."""
+    `repeat` rounds over the configurations, `harness.measure.repeated`; in a round, each is called back to
+    back for `min_seconds`, `harness.measure.seconds_per_call`)."""
     from statistics import median
 
-    from harness.measure import repeated
+    from harness.measure import repeated, seconds_per_call
 
     from ssr_engine.retrieval import max_threads, numba_threads
 
     kernel_s: dict[tuple[int, int], list[float]] = {}
     batch_s: dict[tuple[int, int], list[float]] = {}
+    calls: dict[tuple[int, int], list[int]] = {}
 
     def both(threads: int, k: int) -> None:
-        t0 = time.perf_counter()
         with numba_threads(threads):
-            searcher.run_kernel(qb, k)
-        t1 = time.perf_counter()
+            k_s, _ = seconds_per_call(lambda: searcher.run_kernel(qb, k), min_seconds)
         settle(threads)
-        t2 = time.perf_counter()
-        searcher.search_batch(texts, k, threads=threads)
-        batch_s.setdefault((threads, k), []).append(time.perf_counter() - t2)
-        kernel_s.setdefault((threads, k), []).append(t1 - t0)
+        b_s, n = seconds_per_call(lambda: searcher.search_batch(texts, k, threads=threads), min_seconds)
+        batch_s.setdefault((threads, k), []).append(b_s)
+        kernel_s.setdefault((threads, k), []).append(k_s)
+        calls.setdefault((threads, k), []).append(n)
         peak.sample()
 
     configs = [(t, k) for t in thread_counts if t <= max_threads() for k in ks]
@@ -205,7 +210,8 @@ def throughput(searcher, texts, qb, ks, thread_counts, peak: Peak, repeat: int =
     for threads, k in configs:
         total_s, k_s = median(batch_s[threads, k]), median(kernel_s[threads, k])
         rows.append({"threads": threads, "k": k, "qps": n_q / total_s, "seconds": total_s,
-                     "seconds_each": batch_s[threads, k], "kernel_seconds": k_s, "kernel_qps": n_q / k_s,
+                     "seconds_each": batch_s[threads, k], "calls_each": calls[threads, k],
+                     "kernel_seconds": k_s, "kernel_qps": n_q / k_s,
                      "postings_per_s_per_core": qb.postings / k_s / threads})
         print(f"threads={threads} k={k}: {n_q / total_s:.1f} q/s end to end, {n_q / k_s:.1f} q/s kernel",
               file=sys.stderr)

@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latency-queries", type=int, default=1000, help="single-query calls per K (default 1000)")
     p.add_argument("--repeat", type=int, default=1, help="time each engine's batch per configuration this many "
                    "times, alternating configurations, and report the median (default 1; all kept in the JSON)")
+    p.add_argument("--min-seconds", type=float, default=2.0,
+                   help="in each round, call each engine's batch back to back for at least this long and time "
+                        "seconds per call (default 2; 0: one call): a batch of a few hundred ms is one sample "
+                        "of the machine's noise")
     p.add_argument("--max-queries", type=int, help="use only the first N queries")
     p.add_argument("--min-batch", type=int, default=5000,
                    help="cycle the queries to at least this many per throughput batch, so that a batch "
@@ -182,7 +186,8 @@ def serve_engine(name: str, idx_root: Path, collection: dict, logs: Path, args, 
     json_out = logs / f"serve-{name}.json"
     json_out.unlink(missing_ok=True)
     cmd = engines.serve_command(name, engines.index_dir(name, idx_root), Path(collection["served_path"]), json_out,
-                                args.k, threads, latency, limit, args.repeat)
+                                args.k, threads, latency, limit, args.repeat,
+                                args.min_seconds)
     print(f"serving {name}", file=sys.stderr)
     run = measure.run_tracked(cmd, logs / f"serve-{name}.log", env=subprocess_env(), cwd=str(HERE),
                               limit_bytes=int(args.memory_limit_gib * GIB), timeout=args.timeout)
@@ -241,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
         "machine": measure.machine(), "scale": args.scale, "queries_kind": args.queries, "collection": collection,
         "settings": {"k": args.k, "threads": threads, "latency_queries": args.latency_queries, "repeat": args.repeat,
+                     "min_seconds": args.min_seconds,
                      "max_queries": args.max_queries, "min_batch": args.min_batch,
                      "memory_limit_gib": args.memory_limit_gib, "busy_neighbours": args.busy,
                      "rss_sampling": "psutil, summed VmRSS of the process tree every 0.1 s"},

@@ -92,6 +92,29 @@ def test_run_tracked_kills_a_tree_over_the_memory_limit(tmp_path):
     assert run["wall_seconds"] < 20
 
 
+def test_seconds_per_call_repeats_until_min_seconds():
+    calls = []
+    per_call, n = measure.seconds_per_call(lambda: (calls.append(1), time.sleep(0.01)), min_seconds=0.1)
+    assert n == len(calls) and 5 <= n <= 11  # 0.1 s of 10 ms calls, however slow the sleeps
+    assert 0.01 <= per_call <= 0.1 / (n - 1)
+    # min_seconds 0: exactly one call
+    assert measure.seconds_per_call(lambda: calls.append(1))[1] == 1
+
+
+def test_repeated_alternates_configs_in_rounds_and_counts_calls():
+    order: list[str] = []
+    counts: dict[tuple, list[int]] = {}
+    out = measure.repeated([("a",), ("b",)], lambda c: (order.append(c), time.sleep(0.004)), repeat=2,
+                           min_seconds=0.02, calls=counts)
+    assert set(out) == set(counts) == {("a",), ("b",)}
+    assert all(len(v) == 2 for v in out.values()) and all(len(v) == 2 for v in counts.values())
+    # round 1 runs a's calls then b's, round 2 again: the configurations alternate between rounds
+    runs = [c for i, c in enumerate(order) if i == 0 or order[i - 1] != c]
+    assert runs == ["a", "b", "a", "b"]
+    assert sum(sum(v) for v in counts.values()) == len(order)
+    assert all(0.004 <= s <= 0.02 for v in out.values() for s in v)
+
+
 def test_dir_bytes_counts_nested_files(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.bin").write_bytes(b"0" * 1000)
@@ -185,7 +208,7 @@ def test_tiny_run_end_to_end(tmp_path, monkeypatch):
     out, data = tmp_path / "out", tmp_path / "data"
     argv = ["--scale", "2000", "--ours", "ssr,bm25", "--peers", ",".join(peers), "--data", str(data),
             "--out", str(out), "--latency-queries", "20", "--max-queries", "100", "--min-batch", "250",
-            "--k", "10", "100"]
+            "--k", "10", "100", "--min-seconds", "0.05"]
     assert run.main(argv) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["collection"]["passages"] == 2000 and results["collection"]["generated"]
@@ -205,6 +228,10 @@ def test_tiny_run_end_to_end(tmp_path, monkeypatch):
         assert {(r["threads"], r["k"]) for r in s["throughput"]} == {(t, k) for t in results["settings"]["threads"]
                                                                     for k in (10, 100)}
         assert s["n_queries"] == 300 and all(r["qps"] > 0 for r in s["throughput"])
+        # each round called the batch back to back for >= 0.05 s: seconds per call times calls covers it
+        for r in s["throughput"]:
+            assert len(r["calls_each"]) == len(r["seconds_each"]) == 1 and r["calls_each"][0] >= 1
+            assert r["seconds_each"][0] * r["calls_each"][0] >= 0.05
         assert set(s["latency"]) == {"10", "100"} and s["latency"]["10"]["queries"] == 20
         assert s["warmup_seconds"] >= 0 and s["rss_anon_mib"]["baseline"] > 0
     assert any("postings_per_s_per_core" in r for r in by["ssr"]["serve"]["throughput"])

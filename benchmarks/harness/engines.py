@@ -66,8 +66,9 @@ def build_command(name: str, collection: Path, out: Path, json_out: Path) -> lis
 
 
 def serve_command(name: str, index: Path, queries: Path, json_out: Path, ks: list[int], threads: list[int],
-                  latency_queries: int, limit: int | None, repeat: int = 1) -> list[str]:
+                  latency_queries: int, limit: int | None, repeat: int = 1, min_seconds: float = 0.0) -> list[str]:
     cmd = [sys.executable, "-m", "harness.worker", "serve", name, "--index", str(index), "--queries", str(queries),
            "--json", str(json_out), "--k", *map(str, ks), "--threads", *map(str, threads),
-           "--latency-queries", str(latency_queries), "--repeat", str(repeat)]
+           "--latency-queries", str(latency_queries), "--repeat", str(repeat),
+           "--min-seconds", str(min_seconds)]
     return cmd + (["--limit", str(limit)] if limit else [])

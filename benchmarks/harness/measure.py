@@ -144,16 +144,33 @@ def machine() -> dict:
     return info
 
 
-def repeated(configs: list[tuple], run, repeat: int) -> dict[tuple, list[float]]:
-    """Wall seconds of `run(*config)` for each config, `repeat` rounds over all the configs in turn.
+def seconds_per_call(call, min_seconds: float = 0.0) -> tuple[float, int]:
+    """Wall seconds per call of `call()`, called back to back until `min_seconds` have passed (at least
+    once), and the number of calls. A batch of 0.2 s is one sample of a garbage collection, a page-fault
+    burst or a neighbour's spike; 2 s of calls average them, as the peers' longer batches do."""
+    n = 0
+    t0 = time.perf_counter()
+    while True:
+        call()
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_seconds:
+            return elapsed / n, n
+
+
+def repeated(configs: list[tuple], run, repeat: int, min_seconds: float = 0.0,
+             calls: dict[tuple, list[int]] | None = None) -> dict[tuple, list[float]]:
+    """Wall seconds per call of `run(*config)` for each config, `repeat` rounds over all the configs in turn.
 
     Rounds rather than back-to-back repeats: a slow spell of the machine then falls on several
-    configurations, not on every repeat of one. Report the median (`statistics.median`).
+    configurations, not on every repeat of one. Within a round, `seconds_per_call` with `min_seconds`;
+    `calls`, when given, receives each round's count of calls. Report the median (`statistics.median`).
     """
     seconds: dict[tuple, list[float]] = {c: [] for c in configs}
     for _ in range(max(1, repeat)):
         for c in configs:
-            t0 = time.perf_counter()
-            run(*c)
-            seconds[c].append(time.perf_counter() - t0)
+            s, n = seconds_per_call(lambda c=c: run(*c), min_seconds)
+            seconds[c].append(s)
+            if calls is not None:
+                calls.setdefault(c, []).append(n)
     return seconds

@@ -166,7 +166,7 @@ LIBRARIES = {"exhaustive": "ssr_engine.search", "bm25": "ssr_engine.bm25", "bm25
 
 
 def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: list[int], latency_n: int,
-          repeat: int = 1) -> dict:
+          repeat: int = 1, min_seconds: float = 0.0) -> dict:
     """The serving protocol of the module docstring for one engine; returns the measurements."""
     import importlib
     import statistics
@@ -201,9 +201,12 @@ def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: l
             tops.append(top)
 
     rows = []
-    for (t, k), secs in repeated([(t, k) for t in threads for k in ks], batch, repeat).items():
+    calls: dict[tuple, list[int]] = {}
+    configs = [(t, k) for t in threads for k in ks]
+    for (t, k), secs in repeated(configs, batch, repeat, min_seconds, calls).items():
         s = statistics.median(secs)
-        rows.append({"threads": t, "k": k, "qps": len(queries) / s, "seconds": s, "seconds_each": secs})
+        rows.append({"threads": t, "k": k, "qps": len(queries) / s, "seconds": s, "seconds_each": secs,
+                     "calls_each": calls[t, k]})
         print(f"{engine} threads={t} k={k}: {len(queries) / s:.1f} q/s", file=sys.stderr)
     sample = tops[0][:TOP_SAMPLE] if tops and tops[0] is not None else None
     report["throughput"] = rows
@@ -220,7 +223,7 @@ def serve(engine: str, index: str, queries: list[str], ks: list[int], threads: l
 
 
 def serve_ssr(index: str, queries_path: str, ks: list[int], threads: list[int], latency_n: int, limit: int | None,
-              work: Path, repeat: int = 1) -> dict:
+              work: Path, repeat: int = 1, min_seconds: float = 0.0) -> dict:
     """Our `ssr` mode through bench_search.main (same protocol), reshaped to the harness's fields. A first
     process of WARMUP_QUERIES queries (`compile_seconds`) fills Numba's cache, so the measured one loads
     its kernels as the peers load their libraries, without LLVM's memory in its RssAnon (884 MiB after a
@@ -236,12 +239,13 @@ def serve_ssr(index: str, queries_path: str, ks: list[int], threads: list[int], 
     subprocess.run([sys.executable, bench_search.__file__, *argv, "--limit", str(WARMUP_QUERIES),
                     "--latency-queries", "1"], check=True, stdout=subprocess.DEVNULL)  # its stderr: the log
     compile_s = time.perf_counter() - t0
-    argv += ["--latency-queries", str(latency_n), "--json", str(raw_path), "--repeat", str(repeat)]
+    argv += ["--latency-queries", str(latency_n), "--json", str(raw_path), "--repeat", str(repeat),
+             "--min-seconds", str(min_seconds)]
     if limit:
         argv += ["--limit", str(limit)]
     bench_search.main(argv)
     raw = json.loads(raw_path.read_text())
-    keep = ("threads", "k", "qps", "seconds", "seconds_each", "kernel_qps", "postings_per_s_per_core")
+    keep = ("threads", "k", "qps", "seconds", "seconds_each", "calls_each", "kernel_qps", "postings_per_s_per_core")
     rows = [{key: r[key] for key in keep} for r in raw["throughput"]]
     rss = {"baseline": raw["rss_anon_mib_start"], "after_warmup": raw["rss_anon_mib_after_warmup"],
            "peak": raw["rss_anon_mib_peak_sampled"]}
@@ -278,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--latency-queries", type=int, default=1000)
     s.add_argument("--limit", type=int, help="use only the first N queries")
     s.add_argument("--repeat", type=int, default=1, help="time each batch this many times (rounds); the median")
+    s.add_argument("--min-seconds", type=float, default=0.0,
+                   help="in each round, call a batch back to back for at least this long; seconds per call")
     args = p.parse_args(argv)
 
     if args.cmd == "build":
@@ -292,10 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.json_out)
     if args.engine == "ssr":
         report = serve_ssr(args.index, args.queries, args.k, args.threads, args.latency_queries, args.limit,
-                           out.parent, args.repeat)
+                           out.parent, args.repeat, args.min_seconds)
     else:
         texts = read_query_texts(args.queries, args.limit)
-        report = serve(args.engine, args.index, texts, args.k, args.threads, args.latency_queries, args.repeat)
+        report = serve(args.engine, args.index, texts, args.k, args.threads, args.latency_queries, args.repeat,
+                       args.min_seconds)
     out.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
