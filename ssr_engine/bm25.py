@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .collector import freeze_once
 from .errors import ArgumentError, SsrError
 from .format import Index, open_index
 from .kernels import bm25 as bm25_kernels
@@ -88,6 +89,7 @@ class BM25Searcher(StoredText):
         # keeps two Python threads from sharing them
         self._workspace: tuple[np.ndarray, np.ndarray] | None = None
         self._lock = threading.Lock()
+        freeze_once()  # what lives as long as the index leaves the collector's full passes (`collector`)
 
     @property
     def n_docs(self) -> int:

@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from . import parts_tables, retrieval
+from .collector import freeze_once
 from .errors import SsrError
 from .extract import Extractor
 from .ids import ucs4_ids
@@ -112,6 +113,7 @@ class PartsSearcher:
             tokens = stats.tokens if stats is not None else sum(p.total_length() for p in self.parts)
             # as a fresh build: the mean over all live documents; no tokens gives no results anyway
             self.avgdl = tokens / self.n_live if tokens and self.n_live else 1.0
+        freeze_once()  # what lives as long as the parts leaves the collector's full passes (`collector`)
 
     @property
     def n_docs(self) -> int:

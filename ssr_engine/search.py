@@ -14,6 +14,7 @@ import numba
 import numpy as np
 
 from .answer import Answers, TermsCheckFailed
+from .collector import freeze_once
 from .errors import IndexFormatError, SsrError
 from .extract import Extractor
 from .format import Index, verify_index, verify_opened
@@ -92,6 +93,7 @@ class Searcher(StoredText):
                     raise IndexFormatError("; ".join(problems[:5]) + (
                         f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
             self._open_source()
+        freeze_once()  # what lives as long as the index leaves the collector's full passes (`collector`)
 
     def _open_source(self, reuse=None) -> None:
         from .live import LiveSearcher, open_snapshot

@@ -20,7 +20,7 @@ before it answers, so the write is visible to the next request; commits of other
 stat of the index folder, and a read of the commit point's number when it changed). Segment
 merges run in the background once writes pause (`LiveRegistry(background=True)`); the write path
 is warmed up at start (`warm_up`), and what is alive once the server is up is frozen out of the garbage
-collector (`freeze_survivors`).
+collector (`collector.freeze_survivors`).
 Writes need `Authorization: Bearer TOKEN` when a token is set. Request bodies are bounded (413),
 bad input is a 4xx with `{"error": "..."}`.
 """
@@ -39,6 +39,7 @@ from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
+from ..collector import freeze_survivors
 from ..errors import SsrError
 from ..generations import remove_in_background
 from .asgi import (
@@ -97,20 +98,6 @@ class _GcClock:
 
 
 GC_CLOCK = _GcClock()
-
-
-def freeze_survivors() -> None:
-    """Take every object alive now out of the collector's passes (`gc.freeze`), then collect once more.
-
-    A server's long-lived objects (the card stores, the app, uvicorn: ~230,000 at 100,000 cards) would
-    otherwise be walked by every full collection. The second collection matters as much: CPython (to 3.13)
-    starts a full one only when the objects promoted since the last exceed a quarter of those it counted
-    then; counted before the freeze, that quarter was ~57,000 objects, which piled up unfrozen and took
-    57-137 ms a pass under load. Counted after it, full passes come often and walk only what was made since
-    (a PUT leaves ~120 objects; ~220 more are cyclic garbage)."""
-    gc.collect()
-    gc.freeze()
-    gc.collect()
 
 
 async def refresher(registry: LiveRegistry, interval: float) -> None:

@@ -23,8 +23,7 @@ import numba as nb
 import numpy as np
 
 from .lists import length, span
-from .packed import at
-from .prune import _contains
+from .packed import at, contains
 from .topk import doc_key, ranks_after
 
 # postings of the rarest terms a query may hold for the split (each of their documents costs m binary
@@ -71,7 +70,7 @@ def rare_docs(a, h, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live,
         for j in range(m):  # ascending weight: the canonical sum
             t = q_terms[a + j]
             lo, hi = span(indptr, t)
-            if _contains(docs, lo, hi, d):
+            if contains(docs, lo, hi, d):
                 s += q_weights[a + j]
                 c += 1
         cd[nc] = d
@@ -127,7 +126,7 @@ def merge_rare(hs, hm, hk, nh, cd, cs, cm, ck, cap, res_s, res_m, res_d, base, b
     j = 0
     n = 0
     while n < cap:
-        while i < nh and _contains(cd, 0, cd.shape[0], hk[i] & _DOC):
+        while i < nh and contains(cd, 0, cd.shape[0], hk[i] & _DOC):
             i += 1
         take_c = j < order.shape[0]
         if take_c:
