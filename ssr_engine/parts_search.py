@@ -88,7 +88,10 @@ class PartsSearcher:
         # queries of <= levels.MAX_TERMS terms: one set of levels over all parts (live segments) rather than
         # probe or levels part by part behind bars (shards, where probe's skipping pays)
         self.shared = shared
-        self.rule = probe.RULE  # probe's cost rule, in part after part and in which queries go so (`search_parts`)
+        # the cost rule of `kernels.live.search_parts`: probe's, and which queries go part after part
+        from .kernels.live import RULE_PARTS
+
+        self.rule = RULE_PARTS
         self.n_live = stats.n_docs if stats is not None else sum(p.n_live for p in self.parts)
         self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
         self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from ssr_engine import build_index
 from ssr_engine.format import open_index
 from ssr_engine.kernels import live as live_kernels
+from ssr_engine.kernels.live import RULE_PARTS
 from ssr_engine.kernels.probe import RULE
 from ssr_engine.parts import Part
 from ssr_engine.parts_search import PartsSearcher
@@ -24,19 +25,20 @@ from ssr_engine.search import Searcher
 WORDS = "alpha beta gamma delta epsilon zeta eta theta".split()
 # probe's cost rule as given, and two that send every query of 2+ terms segment by segment: with `small`
 # answering the tiny ones, and without it (probe itself, its levels fallback)
-RULES = {"default": RULE, "parts": (0.0, 0.0, 0.0, *RULE[3:]), "probe": (0.0, 0.0, 0.0, *RULE[3:6], 0.0, *RULE[7:])}
+RULES = {"default": RULE_PARTS, "parts": (0.0, 0.0, 0.0, *RULE[3:], 0.0),
+         "probe": (0.0, 0.0, 0.0, *RULE[3:6], 0.0, *RULE[7:], 0.0)}
 
 
-def test_levels_pay_follows_probes_cost_rule():
-    rule = np.asarray(RULE, dtype=np.float64)
-    even = np.array([10_000, 10_000, 10_000], dtype=np.int64)
+def test_levels_pay_follows_the_cost_rule():
+    rule = np.asarray(RULE_PARTS, dtype=np.float64)
+    even = np.array([30_000, 30_000, 30_000], dtype=np.int64)
     skewed = np.array([90_000, 5_000, 5_000], dtype=np.int64)
     assert live_kernels._levels_pay(skewed, 3, 10, False, rule)  # method levels: always
     assert live_kernels._levels_pay(skewed[:1], 1, 10, True, rule)  # one term: nothing to probe
     assert not live_kernels._levels_pay(skewed, 3, 10, True, rule)  # probe would prune: part after part
     assert live_kernels._levels_pay(even, 3, 10, True, rule)  # the lightest list under 3/4: levels
-    assert live_kernels._levels_pay(skewed // 10, 3, 10, True, rule)  # under 32,768 postings: levels
-    assert live_kernels._levels_pay(skewed, 3, 1000, True, rule)  # under 128 postings a result: levels
+    assert live_kernels._levels_pay(skewed // 4, 3, 1, True, rule)  # under 32,768 postings: levels
+    assert live_kernels._levels_pay(skewed, 3, 100, True, rule)  # under 6,000 postings a result: levels
 
 
 @pytest.mark.parametrize("ordered", [True, False])

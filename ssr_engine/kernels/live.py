@@ -118,19 +118,27 @@ def collection_rank(orders, starts, id_offsets, id_bytes, integer):
 _FIRST_BAR = 4
 
 
+# the cost rule of a collection of parts: probe's (`probe.RULE`, for `search_one` part by part) and one more
+# number, the postings per result wanted from which a query probe would prune goes part by part (`_levels_pay`;
+# measured on 1M in 2 segments, RESULTS.md: at K=10 under 5,000 a result one set of levels was ~4% faster, over
+# 8,000 part by part 1.5-1.75x; at K=100 under 2,000 and at K=1000 one set of levels)
+RULE_PARTS = (*RULE, 6000.0)
+
+
 @nb.njit(cache=True, nogil=True)
 def _levels_pay(df, m, cap, probing, rule):
     """Whether a query of m terms (df int64[m]: each term's postings over all parts, terms in ascending
     weight), cap results, runs one set of levels over the parts (`levels._scan` part after part) rather than
-    `probe.search_one` part by part behind bars. Levels, unless probing (method ssr) and probe's own cost rule
-    (`probe.RULE[0:3]`, on the collection's postings) would try pruning it: then a part's heavy lists read
-    first and its light ones probed save more than the per-part tables, bars and merges cost."""
+    `probe.search_one` part by part behind bars (rule: `RULE_PARTS`). Levels, unless probing (method ssr),
+    probe's own cost rule (`probe.RULE[0], [2]`, on the collection's postings) would try pruning it and it
+    holds rule[9] postings a result: then a part's heavy lists read first and its light ones probed save more
+    than the per-part tables, bars and merges cost."""
     if not probing or m < 2:
         return True
     total = np.int64(0)
     for j in range(m):
         total += df[j]
-    return total < max(rule[0], rule[1] * cap) or df[0] < rule[2] * total
+    return total < max(rule[0], rule[9] * cap) or df[0] < rule[2] * total
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -445,7 +453,8 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     n_chunks 1 (or one query): on the calling thread, the GIL released (a Python thread's piece of a batch).
     work: a one-element list holding a `probe.workspace` the caller keeps across calls (made or replaced
     when missing or too small), as `probe.search_batch`'s.
-    rule: probe's cost rule (`probe.RULE`, the default), for `search_one` and `_levels_pay`.
+    rule: the cost rule (`RULE_PARTS`, the default: probe's for `search_one`, and `_levels_pay`'s postings a
+    result).
     Returns (offsets int64[Q + 1], docs int64 (collection numbers), scores float64, matches int32,
     corrupt part index or -1).
     """
@@ -485,7 +494,7 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
                               entries, n_cand)
     args = (*lists, starts, sizes, monos, q_offs, q_terms, q_weights, np.int64(k), np.int64(width), id_offsets,
             id_bytes, bool(integer), caps_off, np.int64(0 if method == "union" else MAX_TERMS), holder[0],
-            np.asarray(RULE if rule is None else rule, dtype=np.float64), np.asarray(shared[0], dtype=np.int64),
+            np.asarray(RULE_PARTS if rule is None else rule, dtype=np.float64), np.asarray(shared[0], dtype=np.int64),
             g_terms, np.asarray(shared[2], dtype=np.float64), np.asarray(shared[3], dtype=np.uint32), g_mono,
             scan_order)
     if threads == 1:
