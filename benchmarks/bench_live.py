@@ -12,16 +12,17 @@
         On the whole collection (8.8M): time a fresh build (unless DIR/idx exists), then `rounds` times:
         add `docs` new documents until a reopened Searcher sees them (round 0: the index's first change;
         `kernels_compiled`: kernels Numba compiled meanwhile, not loaded from its cache: a first run's
-        cost, not the change's), and delete `docs` ids; then
+        cost, not the change's), and delete `docs` ids (`kernels_compiled` too); then
         compaction; `--live-tsv`: then (untimed) write the live documents, for `fresh`.
     fresh  --collection F --out DIR [--compacted C] [--queries Q]
         Time a fresh build of F (the live documents `big --live-tsv` wrote); with C and Q, the first
         500 queries' top 1000 compared with the compacted index (ids, score bits, matches).
 
-    qps    --live L --compacted C --queries Q [-k 10 1000] [--limit N] [--repeat 2]
+    qps    --live L --compacted C --queries Q [-k 10 1000] [--limit N] [--repeat 2] [--seconds 1]
         Existing indexes: a live one and the same documents compacted (or built fresh). For each k:
         every query's top k compared (ids, score bits, matches), then q/s of each, alternating, `repeat`
-        times (wall and per CPU second of this process).
+        times (wall and per CPU second of this process), each timing the batch repeated back to back for
+        `seconds` (the mean call; 0: one call).
 
 Run under `flock /tmp/ssr-bench.lock`. Prints JSON lines.
 """
@@ -72,12 +73,23 @@ def ids_of(path: Path) -> list[str]:
         return [line.split(b"\t", 1)[0].decode() for line in f]
 
 
-def qps(searcher: Searcher, queries: list[str], k: int, threads: int) -> dict:
+def qps(searcher: Searcher, queries: list[str], k: int, threads: int, seconds: float = 0.0) -> dict:
     """Queries per second of wall time and per CPU second of this process (all its threads): on a
-    shared machine the second is the steadier ratio."""
+    shared machine the second is the steadier ratio. `seconds` > 0: the batch is searched back to back
+    until that long has passed (a short batch alone is too noisy to compare) and the mean call is reported
+    (`calls`, `seconds_per_call`); else one call."""
     searcher.search_batch(queries[:256], k, threads=threads)  # warm
-    wall, cpu, _ = timed(lambda: searcher.search_batch(queries, k, threads=threads), 1)
-    return {"qps": round(len(queries) / wall, 1), "qps_per_cpu_second": round(len(queries) / cpu, 1)}
+    if seconds <= 0:
+        wall, cpu, _ = timed(lambda: searcher.search_batch(queries, k, threads=threads), 1)
+        return {"qps": round(len(queries) / wall, 1), "qps_per_cpu_second": round(len(queries) / cpu, 1)}
+    calls = 0
+    t, c = time.perf_counter(), time.process_time()
+    while calls == 0 or time.perf_counter() - t < seconds:
+        searcher.search_batch(queries, k, threads=threads)
+        calls += 1
+    wall, cpu = (time.perf_counter() - t) / calls, (time.process_time() - c) / calls
+    return {"qps": round(len(queries) / wall, 1), "qps_per_cpu_second": round(len(queries) / cpu, 1),
+            "calls": calls, "seconds_per_call": round(wall, 5)}
 
 
 def same_results(a: Searcher, b: Searcher, queries: list[str], k: int) -> int:
@@ -195,8 +207,8 @@ def compare_qps(args: argparse.Namespace) -> None:
     for k in args.k:
         emit(step="compare", queries=len(queries), k=k, identical=same_results(live, compacted, queries, k))
         for round_ in range(args.repeat):
-            a = qps(live, queries, k, args.threads)
-            b = qps(compacted, queries, k, args.threads)
+            a = qps(live, queries, k, args.threads, args.seconds)
+            b = qps(compacted, queries, k, args.threads, args.seconds)
             emit(step="qps", k=k, round=round_, live=a, compacted=b, ratio_wall=round(a["qps"] / b["qps"], 3),
                  ratio_cpu=round(a["qps_per_cpu_second"] / b["qps_per_cpu_second"], 3))
 
@@ -266,12 +278,13 @@ def big(args: argparse.Namespace) -> None:
              live=searcher.n_docs, steps=steps.take(), kernels_compiled=len(compiles.buffer) // 2)
         victims = [str(x) for x in rng.choice(n, args.docs, replace=False)]
         t, c = time.perf_counter(), time.process_time()
-        r = writer.delete(victims)
-        deleted = time.perf_counter() - t
-        searcher.reopen()
+        with install_recorder("numba:compile") as compiles:
+            r = writer.delete(victims)
+            deleted = time.perf_counter() - t
+            searcher.reopen()
         emit(step="delete", round=round_, deleted=r["deleted"], unknown=r["unknown"], seconds=round(deleted, 3),
              visible_seconds=round(time.perf_counter() - t, 3), visible_cpu_seconds=round(time.process_time() - c, 3),
-             live=searcher.n_docs, steps=steps.take())
+             live=searcher.n_docs, steps=steps.take(), kernels_compiled=len(compiles.buffer) // 2)
         gone.update(victims)
         new_docs.update(docs)
     if args.compact:
@@ -347,6 +360,8 @@ def main() -> None:
     c.add_argument("--threads", type=int, default=2)
     c.add_argument("--limit", type=int, default=None)
     c.add_argument("--repeat", type=int, default=2)
+    c.add_argument("--seconds", type=float, default=1.0, help="each timing repeats the batch back to back this "
+                   "long and reports the mean call (0: one call)")
     args = p.parse_args()
     {"exact": exact, "big": big, "qps": compare_qps, "fresh": fresh}[args.cmd](args)
 

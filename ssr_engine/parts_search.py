@@ -89,6 +89,10 @@ class PartsSearcher:
         # queries of <= levels.MAX_TERMS terms: one set of levels over all parts (live segments) rather than
         # probe or levels part by part behind bars (shards, where probe's skipping pays)
         self.shared = shared
+        # the cost rule of `kernels.live.search_parts`: probe's, and which queries go part after part
+        from .kernels.live import RULE_PARTS
+
+        self.rule = RULE_PARTS
         self.n_live = stats.n_docs if stats is not None else sum(p.n_live for p in self.parts)
         self.bases = np.cumsum([0] + [p.n_docs for p in self.parts]).astype(np.int64)
         self.integer = live_ids_are_integers(self.parts) if integer is None else bool(integer)
@@ -259,7 +263,7 @@ class PartsSearcher:
         off, docs, scores, matches, bad = search_parts(parts_tables.parts_arrays(self, method), queries,
                                                        min(k, int(self.bases[-1])), id_offsets, id_bytes, self.integer,
                                                        self.block, n_chunks=chunks, method=method, shared=together,
-                                                       work=self._work())
+                                                       work=self._work(), rule=self.rule)
         if bad >= 0:
             with kernel_guard(self.parts[order[bad]].index):  # a segment that lies is an error naming it
                 raise CorruptIndexData("postings_docs.npy: a posting list is not strictly ascending or holds a "

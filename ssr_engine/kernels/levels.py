@@ -249,7 +249,11 @@ def _scan(indptr, docs, n_docs, first, doc_rank, live, q_terms, a, m, block, cap
     # with `monotone`, the bar key as a document (g >= bar_doc: key >= bar_key), so that ties at the bar
     # are dropped without a doc_rank read (at 8.8M each one missed cache)
     n_all = doc_rank.shape[0]
-    bar_doc = first_at(doc_rank, bar_key) if monotone and bar_key != _NO_CUT else n_all
+    bar_doc = n_all
+    if monotone and bar_key != _NO_CUT:
+        # a later segment of a live index starts past the bar's key: its every document is (no binary search)
+        past = first < n_all and doc_key(doc_rank[first], first) >= bar_key
+        bar_doc = first if past else first_at(doc_rank, bar_key)
     starts = np.empty(m, np.int64)  # each list's first posting in the block
     p = 0  # lists 0..p-1 are read only into the documents of the others (see below)
     while True:

@@ -18,7 +18,7 @@ from .candidates import region_offsets
 from .levels import _BUFFER, _NO_CUT, _SLICE, MAX_TERMS, _finish, _scan, _tables, fits
 from .lists import as_tuple, length
 from .merge import merge_two, span_compare
-from .probe import _CANDIDATES, RULE, STATS, WIDEN, ascending, search_one, workspace
+from .probe import _CANDIDATES, RULE, STATS, WIDEN, ascending, search_one, widen, workspace
 from .split import hist_level, rare_hist, rare_start
 from .ssr import _search_one
 from .topk import doc_key
@@ -113,6 +113,34 @@ def collection_rank(orders, starts, id_offsets, id_bytes, integer):
     return rank
 
 
+# the first bar of one set of levels reads the rarest lists of the parts holding at least 1 / _FIRST_BAR of the
+# collection's documents
+_FIRST_BAR = 4
+
+
+# the cost rule of a collection of parts: probe's (`probe.RULE`, for `search_one` part by part) and one more
+# number, the postings per result wanted from which a query probe would prune goes part by part (`_levels_pay`;
+# measured on 1M in 2 segments, RESULTS.md: at K=10 under 5,000 a result one set of levels was ~4% faster, over
+# 8,000 part by part 1.5-1.75x; at K=100 under 2,000 and at K=1000 one set of levels)
+RULE_PARTS = (*RULE, 6000.0)
+
+
+@nb.njit(cache=True, nogil=True)
+def _levels_pay(df, m, cap, probing, rule):
+    """Whether a query of m terms (df int64[m]: each term's postings over all parts, terms in ascending
+    weight), cap results, runs one set of levels over the parts (`levels._scan` part after part) rather than
+    `probe.search_one` part by part behind bars (rule: `RULE_PARTS`). Levels, unless probing (method ssr),
+    probe's own cost rule (`probe.RULE[0], [2]`, on the collection's postings) would try pruning it and it
+    holds rule[9] postings a result: then a part's heavy lists read first and its light ones probed save more
+    than the per-part tables, bars and merges cost."""
+    if not probing or m < 2:
+        return True
+    total = np.int64(0)
+    for j in range(m):
+        total += df[j]
+    return total < max(rule[0], rule[9] * cap) or df[0] < rule[2] * total
+
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _out_of_reach(terms, a, m, level, bar, bar_key, first, grank, monotone):
     """Whether none of a part's documents can enter behind the bar of one set of levels: even one holding
@@ -138,6 +166,14 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
                    dirty, bar_s, bar_m, bar_k):
     """Queries lo..hi-1 on workspace row t (the body of `_parts_batch`'s slices and of `_parts_serial`)."""
     n_parts = starts.shape[0]
+    n_all = np.int64(0)
+    for s in range(n_parts):
+        n_all += sizes_[s]
+    wide = work[0].shape[1]  # the workspace's block width: `search_parts` makes it WIDEN x width (or all)
+    # method ssr (every part's forward rows given): a query probe would prune goes part after part instead
+    probing = True
+    for s in range(n_parts):
+        probing = probing and fwd_indptrs[s].shape[0] == sizes_[s] + 1
     w_mask, w_touched, w_cur, w_end, w_last, w_score, w_pop, w_level, w_lvl_score, w_lvl_pop, w_hist, w_bd, w_bl, \
         w_bk = work[:14]
     # one part's results, the running top k and the merge's output (copied back into the top)
@@ -145,6 +181,8 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
     t_d, t_s, t_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
     u_d, u_s, u_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
     stats = np.zeros(STATS, dtype=np.int64)
+    df = np.zeros(MAX_TERMS, np.int64)  # a query's postings per term in the parts holding a quarter of the documents
+    every = np.zeros(MAX_TERMS, np.int64)  # ... and in all parts
     for q in range(lo, hi):
         if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
             break
@@ -153,23 +191,36 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
         base = caps_off[q]
         cap = caps_off[q + 1] - base
         if 0 < m <= max_terms and cap > 0:
+            df[:m] = 0
+            every[:m] = 0
+            for s in range(n_parts):
+                for j in range(m):
+                    tm = g_termss[s][a + j]
+                    if tm >= 0:
+                        n = length(indptrs[s], tm)
+                        every[j] += n
+                        if _FIRST_BAR * sizes_[s] >= n_all:
+                            df[j] += n
+        if 0 < m <= max_terms and cap > 0 and _levels_pay(every, m, cap, probing, rule):
             # one set of levels for the query across the parts: tables once, one buffer, one sort
             buf = (w_bd[t], w_bl[t], w_bk[t])
             nl = _tables(g_weights, a, m, w_score[t], w_pop[t], w_level[t], w_lvl_score[t], w_lvl_pop[t])
             w_hist[t][:nl] = 0
             bar, bar_key, cum, nbuf = nl - 1, _NO_CUT, np.int64(0), np.int64(0)
-            # a first bar from the rarest lists of every part (`split.first_level`, over the collection)
-            df = np.zeros(m, np.int64)
-            for s in range(n_parts):
-                for j in range(m):
-                    tm = g_termss[s][a + j]
-                    if tm >= 0:
-                        df[j] += length(indptrs[s], tm)
+            # a first bar from the rarest lists (`split.first_level`) of the parts holding at least a quarter
+            # of the documents: a small part's rare lists cost their blocks twice and move the bar little
             p = rare_start(df, m, cap)
             if p < m:
                 for s in scan_order:
-                    if not rare_hist(g_termss[s], a, p, m, indptrs[s], docss[s], sizes_[s], lives[s], width,
-                                     w_level[t], w_hist[t], w_mask[t], w_cur[t], w_end[t], w_last[t]):
+                    if _FIRST_BAR * sizes_[s] < n_all:
+                        continue
+                    held = np.int64(0)
+                    for j in range(p, m):
+                        if g_termss[s][a + j] >= 0:
+                            held += length(indptrs[s], g_termss[s][a + j])
+                    if not rare_hist(g_termss[s], a, p, m, indptrs[s], docss[s], sizes_[s], lives[s],
+                                     widen(width, held, sizes_[s], wide), w_level[t], w_hist[t], w_mask[t],
+                                     w_cur[t], w_end[t], w_last[t]):
                         bad[q] = s + 1
                         dirty[t] = True
                         break
@@ -179,8 +230,14 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
             for s in scan_order:
                 if _out_of_reach(g_termss[s], a, m, w_level[t], bar, bar_key, starts[s], grank, g_mono):
                     continue
+                held = np.int64(0)
+                for j in range(m):
+                    if g_termss[s][a + j] >= 0:
+                        held += length(indptrs[s], g_termss[s][a + j])
+                # a part's share of a sparse query: wider blocks (`probe.widen`), fewer of them to start
+                block = widen(width, held, sizes_[s], wide)
                 bar, bar_key, cum, nbuf = _scan(indptrs[s], docss[s], sizes_[s], starts[s], grank, lives[s],
-                                                g_termss[s], a, m, width, cap, w_mask[t], w_touched[t], w_cur[t],
+                                                g_termss[s], a, m, block, cap, w_mask[t], w_touched[t], w_cur[t],
                                                 w_end[t], w_last[t], w_level[t], w_hist[t], buf, bar, bar_key,
                                                 cum, nbuf, g_mono)
                 if nbuf < 0:  # corrupt postings: this thread's masks are dirty
@@ -370,7 +427,7 @@ def prepare_parts(parts, method="ssr", grank=None):
 
 
 def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chunks=None, method="ssr", shared=None,
-                 work=None):
+                 work=None, rule=None):
     """Exact top k of every query over a collection's parts in one parallel call.
 
     parts: per part (first collection number, n_docs, indptr int64[V + 1], docs the postings column, rank uint32[n]
@@ -391,10 +448,13 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
     collection's signals. With it, a query of 1..MAX_TERMS terms (unless "union") runs ONE set of levels
     over every part instead: masks tabled once, each part's postings read into one buffer behind one bar
     (`levels._scan`, the parts in about the collection's id order), ties cut by the collection rank, one
-    final sort (`levels._finish`): no per-part tables, buffers, sorts or merges.
+    final sort (`levels._finish`): no per-part tables, buffers, sorts or merges; except, with method "ssr", the
+    queries probe's cost rule would prune over the collection (`_levels_pay`): those go part after part.
     n_chunks 1 (or one query): on the calling thread, the GIL released (a Python thread's piece of a batch).
     work: a one-element list holding a `probe.workspace` the caller keeps across calls (made or replaced
     when missing or too small), as `probe.search_batch`'s.
+    rule: the cost rule (`RULE_PARTS`, the default: probe's for `search_one`, and `_levels_pay`'s postings a
+    result).
     Returns (offsets int64[Q + 1], docs int64 (collection numbers), scores float64, matches int32,
     corrupt part index or -1).
     """
@@ -434,8 +494,9 @@ def search_parts(parts, queries, k, id_offsets, id_bytes, integer, block, n_chun
                               entries, n_cand)
     args = (*lists, starts, sizes, monos, q_offs, q_terms, q_weights, np.int64(k), np.int64(width), id_offsets,
             id_bytes, bool(integer), caps_off, np.int64(0 if method == "union" else MAX_TERMS), holder[0],
-            np.asarray(RULE, dtype=np.float64), np.asarray(shared[0], dtype=np.int64), g_terms,
-            np.asarray(shared[2], dtype=np.float64), np.asarray(shared[3], dtype=np.uint32), g_mono, scan_order)
+            np.asarray(RULE_PARTS if rule is None else rule, dtype=np.float64), np.asarray(shared[0], dtype=np.int64),
+            g_terms, np.asarray(shared[2], dtype=np.float64), np.asarray(shared[3], dtype=np.uint32), g_mono,
+            scan_order)
     if threads == 1:
         got, docs, scores, matches, bad = _parts_serial(*args)
     else:
