@@ -45,6 +45,18 @@ def match_sorted(a, b):
     return out
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _densest_first(held, order):
+    """order[:] = the shards by descending held, ties by position (a stable sort, as argsort(-held, "mergesort")),
+    in place: an insertion sort (a group has a few shards), no allocation a query."""
+    for i in range(held.shape[0]):
+        j = i
+        while j > 0 and held[order[j - 1]] < held[i]:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
+
+
 @nb.njit(cache=True, nogil=True)
 def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, monos, q_offs, q_terms, q_weights,
                  k, width, work, rule, fixed):
@@ -84,15 +96,16 @@ def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, 
     n_shards = bases.shape[0]
     nq = q_offs.shape[1] - 1
     held = np.zeros((nq, n_shards), dtype=np.int64)  # postings of query q's terms in shard s
+    for s in range(n_shards):  # shard by shard: one read of each typed list entry, not one a query
+        indptr = indptrs[s]
+        for q in range(nq):
+            h = 0
+            for j in range(q_offs[s, q], q_offs[s, q + 1]):
+                h += length(indptr, q_terms[j])
+            held[q, s] = h
     caps = np.zeros(nq + 1, dtype=np.int64)
     for q in range(nq):
-        total = 0
-        for s in range(n_shards):
-            indptr = indptrs[s]
-            for j in range(q_offs[s, q], q_offs[s, q + 1]):
-                held[q, s] += length(indptr, q_terms[j])
-            total += held[q, s]
-        caps[q + 1] = caps[q] + min(total, k)
+        caps[q + 1] = caps[q] + min(held[q].sum(), k)
     out_s, out_m, out_k = heap_arrays(caps[nq])
     sizes = np.zeros(nq, dtype=np.int64)
     r_s, r_m, r_k = heap_arrays(k)  # one shard's rows
@@ -102,8 +115,10 @@ def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, 
     bar_s, bar_m, bar_k = np.full(nq, -np.inf), np.zeros(nq, dtype=np.int32), np.zeros(nq, dtype=np.int64)
     stats = np.zeros((nq, probe.STATS), dtype=np.int64)
     bad = -1
+    order = fixed.copy() if fixed.shape[0] else np.empty(n_shards, dtype=np.int64)
     for q in range(nq):
-        order = fixed if fixed.shape[0] else np.argsort(-held[q], kind="mergesort")
+        if not fixed.shape[0]:
+            _densest_first(held[q], order)
         nt = 0
         for s in order:
             if held[q, s] == 0:
