@@ -49,6 +49,7 @@ from ssr_engine.live import LiveIndex, open_snapshot  # noqa: E402
 from ssr_engine.search import Searcher  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness.measure import seconds_per_call  # noqa: E402
 from partsbench import emit, identical, timed  # noqa: E402
 
 
@@ -82,12 +83,9 @@ def qps(searcher: Searcher, queries: list[str], k: int, threads: int, seconds: f
     if seconds <= 0:
         wall, cpu, _ = timed(lambda: searcher.search_batch(queries, k, threads=threads), 1)
         return {"qps": round(len(queries) / wall, 1), "qps_per_cpu_second": round(len(queries) / cpu, 1)}
-    calls = 0
-    t, c = time.perf_counter(), time.process_time()
-    while calls == 0 or time.perf_counter() - t < seconds:
-        searcher.search_batch(queries, k, threads=threads)
-        calls += 1
-    wall, cpu = (time.perf_counter() - t) / calls, (time.process_time() - c) / calls
+    c = time.process_time()
+    wall, calls = seconds_per_call(lambda: searcher.search_batch(queries, k, threads=threads), seconds)
+    cpu = (time.process_time() - c) / calls
     return {"qps": round(len(queries) / wall, 1), "qps_per_cpu_second": round(len(queries) / cpu, 1),
             "calls": calls, "seconds_per_call": round(wall, 5)}
 

@@ -183,6 +183,7 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
     stats = np.zeros(STATS, dtype=np.int64)
     df = np.zeros(MAX_TERMS, np.int64)  # a query's postings per term in the parts holding a quarter of the documents
     every = np.zeros(MAX_TERMS, np.int64)  # ... and in all parts
+    held = np.zeros(n_parts, np.int64)  # a query's postings in each part (its block width: `probe.widen`)
     for q in range(lo, hi):
         if dirty[t]:  # this thread's workspace met corrupt postings: the call fails anyway
             break
@@ -193,12 +194,14 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
         if 0 < m <= max_terms and cap > 0:
             df[:m] = 0
             every[:m] = 0
+            held[:] = 0
             for s in range(n_parts):
                 for j in range(m):
                     tm = g_termss[s][a + j]
                     if tm >= 0:
                         n = length(indptrs[s], tm)
                         every[j] += n
+                        held[s] += n
                         if _FIRST_BAR * sizes_[s] >= n_all:
                             df[j] += n
         if 0 < m <= max_terms and cap > 0 and _levels_pay(every, m, cap, probing, rule):
@@ -214,12 +217,12 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
                 for s in scan_order:
                     if _FIRST_BAR * sizes_[s] < n_all:
                         continue
-                    held = np.int64(0)
+                    rare = np.int64(0)  # the part's postings of the rare lists p..m-1
                     for j in range(p, m):
                         if g_termss[s][a + j] >= 0:
-                            held += length(indptrs[s], g_termss[s][a + j])
+                            rare += length(indptrs[s], g_termss[s][a + j])
                     if not rare_hist(g_termss[s], a, p, m, indptrs[s], docss[s], sizes_[s], lives[s],
-                                     widen(width, held, sizes_[s], wide), w_level[t], w_hist[t], w_mask[t],
+                                     widen(width, rare, sizes_[s], wide), w_level[t], w_hist[t], w_mask[t],
                                      w_cur[t], w_end[t], w_last[t]):
                         bad[q] = s + 1
                         dirty[t] = True
@@ -230,12 +233,8 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
             for s in scan_order:
                 if _out_of_reach(g_termss[s], a, m, w_level[t], bar, bar_key, starts[s], grank, g_mono):
                     continue
-                held = np.int64(0)
-                for j in range(m):
-                    if g_termss[s][a + j] >= 0:
-                        held += length(indptrs[s], g_termss[s][a + j])
                 # a part's share of a sparse query: wider blocks (`probe.widen`), fewer of them to start
-                block = widen(width, held, sizes_[s], wide)
+                block = widen(width, held[s], sizes_[s], wide)
                 bar, bar_key, cum, nbuf = _scan(indptrs[s], docss[s], sizes_[s], starts[s], grank, lives[s],
                                                 g_termss[s], a, m, block, cap, w_mask[t], w_touched[t], w_cur[t],
                                                 w_end[t], w_last[t], w_level[t], w_hist[t], buf, bar, bar_key,
