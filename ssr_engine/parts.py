@@ -35,7 +35,7 @@ import numpy as np
 
 from .format import Index
 from .kernels.merge import merge_ranked, select_candidates
-from .retrieval import SearchResult
+from .retrieval import SearchResult, split_results
 
 
 @dataclass(frozen=True)
@@ -154,8 +154,7 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
     if len(results) == 1:
         offsets, docs, scores, matches = results[0]
         ids = id_arrays(0, np.arange(docs.shape[0])) if callable(id_arrays) else id_arrays[0]
-        return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
-                for a, z in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+        return split_results(offsets, ids, docs, scores, matches)
     n_parts = len(results)
     sizes = np.stack([np.diff(r[0]) for r in results], axis=1)  # [Q, S]
     table = np.zeros((nq, n_parts + 1), dtype=np.int64)
@@ -191,8 +190,7 @@ def merge_results(results, id_arrays, nq: int, k: int | None,
     codes = ids.view(np.uint32).reshape(part.shape[0], ids.dtype.itemsize // 4)
     out_offsets, pos = merge_ranked(table, scores, matches, codes, kk, integer)
     ids, scores, matches, docs = ids[pos], scores[pos], matches[pos], docs[pos]
-    return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
-            for a, z in zip(out_offsets[:-1].tolist(), out_offsets[1:].tolist(), strict=True)]
+    return split_results(out_offsets, ids, docs, scores, matches)
 
 
 def gather_ids(part: np.ndarray, ids_of) -> np.ndarray:

@@ -36,7 +36,7 @@ from .parts import (
     same_settings,
 )
 from .pieces import Helpers, guided
-from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads
+from .retrieval import BM25_B, BM25_K1, SearchResult, check_k, check_method, internal_doc, numba_threads, split_results
 from .search import _THREADED
 from .stopwords import StopwordList
 from .validate import kernel_guard
@@ -271,8 +271,7 @@ class PartsSearcher:
         rows = parts_tables.id_rows(self)
         if rows is not None:  # one gather from the collection's table
             ids = ucs4_ids(gather_ids_ucs4(rows, docs))
-            return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
-                    for a, z in zip(off[:-1].tolist(), off[1:].tolist(), strict=True)]
+            return split_results(off, ids, docs, scores, matches)
         part = np.searchsorted(self.bases, docs, side="right") - 1
         width = 1
         id_parts = []
@@ -283,8 +282,7 @@ class PartsSearcher:
         ids = np.empty(docs.shape[0], dtype=f"<U{width}")
         for where, a in id_parts:
             ids[where] = a
-        return [SearchResult(ids[a:z], scores[a:z], matches[a:z], docs[a:z])
-                for a, z in zip(off[:-1].tolist(), off[1:].tolist(), strict=True)]
+        return split_results(off, ids, docs, scores, matches)
 
     @property
     def _order(self) -> list[int]:

@@ -117,3 +117,38 @@ def test_one_doc_rule(indexes):
             assert r.doc(doc_id) == text == r.doc(d), r.method
         with pytest.raises(SsrError, match="no document"):
             r.doc("no-such-id")
+
+
+def test_batch_results_are_views_of_the_flat_columns_sliced_once():
+    import pickle
+    import threading
+
+    from ssr_engine.retrieval import split_results
+
+    n = 5000
+    rng = np.random.default_rng(3)
+    ids = np.array([f"d{i}" for i in range(n)])
+    docs, scores = np.arange(n, dtype=np.int64), rng.random(n)
+    matches = rng.integers(1, 9, n).astype(np.int32)
+    offsets = np.array([0, 0, 3, 3, 4000, n], dtype=np.int64)
+    results = split_results(offsets, ids, docs, scores, matches)
+    assert [len(r) for r in results] == [0, 3, 0, 3997, 1000]
+    for r, a, b in zip(results, offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        assert r.ids.tolist() == ids[a:b].tolist() and r.docs.tolist() == docs[a:b].tolist()
+        assert r.scores.tobytes() == scores[a:b].tobytes() and r.matches.tolist() == matches[a:b].tolist()
+        assert r.ids is r.ids and np.shares_memory(r.scores, scores) or b == a  # sliced once, no copy
+        assert r.rows() == list(zip(ids[a:b].tolist(), scores[a:b].tolist(), matches[a:b].tolist(), strict=True))
+    # a pickled result (Ray sends them) carries its own rows, not the batch's columns
+    fresh = split_results(offsets, ids, docs, scores, matches)
+    one = pickle.loads(pickle.dumps(fresh[1]))
+    assert one.ids.tolist() == ["d0", "d1", "d2"] and one.scores.tobytes() == scores[:3].tobytes()
+    assert len(pickle.dumps(fresh[1])) < 2000 < len(pickle.dumps(fresh[3]))
+    # readers on several threads at once all see the same rows (one slot swapped whole)
+    for _ in range(20):
+        shared = split_results(offsets, ids, docs, scores, matches)[3]
+        seen: list[list[int]] = []
+        threads = [threading.Thread(target=lambda: seen.append(shared.docs[:5].tolist())) for _ in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert seen == [[3, 4, 5, 6, 7]] * 4
+    assert "SearchResult(ids=array(['d0', 'd1', 'd2']" in repr(results[1])

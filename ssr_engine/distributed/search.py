@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +57,19 @@ _IN_FLIGHT = 2  # rounds sent before the first is gathered: actors work while th
 _INLINE_BYTES = 1 << 16
 
 
-@dataclass
 class ShardedResult(SearchResult):
     """A result that may lack some shards (`allow_partial=True`): `shards` answered, `missing` did not."""
 
-    shards: tuple[int, ...] = ()
-    missing: tuple[int, ...] = ()
+    __slots__ = ("shards", "missing")
+
+    def __init__(self, ids: np.ndarray, scores: np.ndarray, matches: np.ndarray, docs: np.ndarray,
+                 shards: tuple[int, ...] = (), missing: tuple[int, ...] = ()):
+        super().__init__(ids, scores, matches, docs)
+        self.shards = shards
+        self.missing = missing
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ShardedResult, (*self._columns(), self.shards, self.missing)
 
 
 def _methods(scoring: str) -> tuple[str, ...]:
