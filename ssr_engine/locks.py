@@ -95,10 +95,13 @@ class SegmentHold:
             raise
         self._fd: int | None = fd
 
+    # kept on the class: a hold collected at interpreter exit may outlive the module's `os` global
+    _close_fd = staticmethod(os.close)
+
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._close_fd(fd)
 
     def __del__(self) -> None:
         self.close()

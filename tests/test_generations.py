@@ -359,3 +359,21 @@ def test_a_commit_point_removed_after_the_listing_is_read_again_from_the_newer_o
     monkeypatch.setattr(generations, "_numbered", lambda root, kind: [(first.generation, first.path.name)])
     with pytest.raises(IndexFormatError, match="keep changing"):
         read_commit(idx)
+
+
+def test_a_searcher_alive_at_interpreter_exit_closes_its_holds_quietly(tmp_path):
+    """Its segment holds are collected after the `locks` module's globals are gone (`os` is None then)."""
+    write_tsv(tmp_path / "c.tsv", [("1", "alpha beta"), ("2", "beta gamma")])
+    build_index(tmp_path / "c.tsv", tmp_path / "idx", quiet=True, workers=1)
+    script = ("import numpy as np, numba as nb\n"
+              "from ssr_engine.retrieval import open_retriever\n"
+              "@nb.njit\n"
+              "def f(a):\n"
+              "    return a.sum()\n"
+              "f(np.ones(3))\n"
+              f"s = open_retriever({str(tmp_path / 'idx')!r})\n"
+              "assert len(s.search_batch(['alpha', 'beta'], 1, threads=1)) == 2\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr and "Error" not in done.stderr, done.stderr
