@@ -185,3 +185,22 @@ def test_signals_are_well_formed(text):
         parts = s.split(" ")
         assert 1 <= len(parts) <= 2
         assert all(re.fullmatch(r"[a-z0-9]{2,}", p) and p not in STOPWORDS_V1 for p in parts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(_TEXT, min_size=1, max_size=6), pad=st.integers(0, 5000), cap=st.integers(1, 70))
+def test_fast_path_reads_only_its_spans_of_a_larger_buffer(texts, pad, cap):
+    """Values given as spans inside a larger buffer (a piece of a batch) give the same signals as alone, with
+    outputs first sized by the bytes read (grown as needed: dense short texts need more than twice theirs)."""
+    import numpy as np
+
+    from ssr_engine.extract import Extractor
+    from ssr_engine.stopwords import DEFAULT_STOPWORDS
+
+    raw = [t.encode("utf-8", "surrogatepass") for t in texts]
+    data = np.frombuffer(b"q w e r " * (pad // 8) + b"".join(raw) + b" z" * pad, dtype=np.uint8)
+    starts = np.cumsum([(pad // 8) * 8] + [len(r) for r in raw[:-1]]).astype(np.int64)
+    ends = starts + np.array([len(r) for r in raw], dtype=np.int64)
+    got = Extractor(DEFAULT_STOPWORDS, cap).extract(data, starts, ends, np.arange(len(raw) + 1, dtype=np.int64))
+    assert got.as_sets() == [signals(t, cap=cap) for t in texts]
+    assert signals_many(["a bb cc dd ee ff gg hh"] * 3, cap=cap) == [signals("a bb cc dd ee ff gg hh", cap=cap)] * 3

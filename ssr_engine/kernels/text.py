@@ -261,10 +261,12 @@ def extract_signals(data, value_starts, value_ends, doc_values, key1, key2, long
     """
     n_docs = doc_values.shape[0] - 1
     longest = 1
+    total = 0  # bytes of the values read: the outputs' first size (a caller may pass a slice of a larger buffer)
     for d in range(n_docs):
         size = 0
         for v in range(doc_values[d], doc_values[d + 1]):
             size += value_ends[v] - value_starts[v]
+        total += size
         if size + 1 > longest:
             longest = size + 1
     low = np.empty(longest + 8, dtype=np.uint8)  # + 8: `_copy` reads whole words
@@ -283,8 +285,8 @@ def extract_signals(data, value_starts, value_ends, doc_values, key1, key2, long
     uni_keys = np.empty(longest, dtype=np.int64)
 
     doc_offsets = np.zeros(n_docs + 1, dtype=np.int64)
-    out_bytes = np.empty(max(16, 2 * data.shape[0]), dtype=np.uint8)
-    out_offsets = np.zeros(max(16, data.shape[0] // 2), dtype=np.int64)
+    out_bytes = np.empty(max(16, 2 * total), dtype=np.uint8)
+    out_offsets = np.zeros(max(16, total // 2), dtype=np.int64)
     out_bigram = np.zeros(out_offsets.shape[0], dtype=np.bool_)
     out_counts = np.zeros(out_offsets.shape[0], dtype=np.uint32)
     doc_tokens = np.zeros(n_docs, dtype=np.int64)
