@@ -147,7 +147,8 @@ def test_batch_results_are_views_of_the_flat_columns_sliced_once():
     for _ in range(20):
         shared = split_results(offsets, ids, docs, scores, matches)[3]
         seen: list[list[int]] = []
-        threads = [threading.Thread(target=lambda: seen.append(shared.docs[:5].tolist())) for _ in range(4)]
+        threads = [threading.Thread(target=lambda r=shared, out=seen: out.append(r.docs[:5].tolist()))
+                   for _ in range(4)]
         [t.start() for t in threads]
         [t.join() for t in threads]
         assert seen == [[3, 4, 5, 6, 7]] * 4
