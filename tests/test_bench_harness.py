@@ -298,3 +298,26 @@ def test_real_collection_runs_with_its_own_queries(tmp_path):
         run.main([*argv[:1], "301", *argv[2:]])
     with pytest.raises(SystemExit, match="needs --data"):
         run.main(["--scale", "300", "--queries", "real", "--out", str(out)])
+
+
+def test_bench_swing_reports_each_workloads_spread_and_correlation(tmp_path):
+    import importlib.util
+
+    from ssr_engine import build_index
+
+    (tmp_path / "c.tsv").write_text("".join(f"{i}\tword{i % 7} other{i % 3} shared\n" for i in range(200)))
+    (tmp_path / "q.tsv").write_text("1\tword1 shared\n2\tother2\n3\tnothing here\n")
+    build_index(tmp_path / "c.tsv", tmp_path / "idx", quiet=True, workers=1)
+    spec = importlib.util.spec_from_file_location("bench_swing", BENCH / "bench_swing.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "swing.json"
+    assert module.main(["--index", str(tmp_path / "idx"), "--queries", str(tmp_path / "q.tsv"), "--windows", "3",
+                        "--seconds", "0.02", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert list(report["workloads"]) == ["batch", "l3", "ram", "alu"]
+    assert report["queries"] == 3 and report["windows"] == 3
+    for w in report["workloads"].values():
+        assert w["median_per_s"] > 0 and w["spread"] >= 1.0 and -1.0 <= w["corr_with_batch"] <= 1.0 + 1e-9
+    assert report["workloads"]["batch"]["corr_with_batch"] == pytest.approx(1.0)
