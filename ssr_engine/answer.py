@@ -18,7 +18,7 @@ from .errors import IndexFormatError
 from .format import Index
 from .ids import ucs4_ids
 from .kernels import levels, probe
-from .kernels.answer import BAD_POSTINGS, BAD_TERMS, WIDER, answer, answer_pieces, stop_taking
+from .kernels.answer import BAD_POSTINGS, BAD_TERMS, WIDER, Held, answer_held, answer_pieces, stop_taking
 from .kernels.candidates import cap_k
 from .pieces import Helpers, guided
 from .query_terms import utf8
@@ -85,9 +85,8 @@ class Answers:
         longest = 0
         while True:
             work = self._work(width, longest, entries)
-            offsets, docs, scores, matches, rows, status, longest = answer(
-                data, q_offsets, self._prepare_args, self._ix, np.int64(k), np.int64(width), work, probe._RULE,
-                self.monotone, method == "ssr", table)
+            offsets, docs, scores, matches, rows, status, longest = answer_held(
+                data, q_offsets, self._held(work, table), np.int64(k), np.int64(width), self.monotone, method == "ssr")
             if status != WIDER:
                 break
         self._check(status, work)
@@ -96,6 +95,13 @@ class Answers:
     def _ids(self, rows: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """The external ids of `answer`'s id rows (UCS-4), or of its docs when the index has no id table."""
         return ucs4_ids(rows) if rows.shape[1] else self.index.ids_of(docs)
+
+    def _held(self, work: tuple[Any, ...], table: np.ndarray) -> Held:
+        """The calling thread's `kernels.answer.Held` for this workspace (made again when it is refitted)."""
+        held = getattr(self._local, "held", None)
+        if held is None or held[0] is not work:
+            held = self._local.held = (work, Held(self._prepare_args, self._ix, work, probe._RULE, table))
+        return held[1]
 
     def _sized(self, k: int) -> tuple[int, int, int]:
         """A call's (block width, k as the kernels take it, buffer entries) for this k (made once a k)."""
@@ -123,8 +129,9 @@ class Answers:
     def batch(self, queries: list[str], k: int, method: str, threads: int | None) -> list[SearchResult]:
         """Every query's top k (k >= 1) on `threads` threads (None: Numba's current count); one query or one
         thread runs on the calling thread (no thread to wake)."""
-        n = numba.get_num_threads() if threads is None else threads
-        pieces = max(1, min(n, -(-len(queries) // _PIECE[0])))
+        pieces = max(1, -(-len(queries) // _PIECE[0]))
+        if pieces > 1:  # (Numba's thread count costs ~1 µs: not asked for one query)
+            pieces = min(numba.get_num_threads() if threads is None else threads, pieces)
         if pieces > 1:
             return self.threaded(queries, k, method, pieces)
         step = self._piece_most(k)  # calls of at most _PIECE_ROWS rows: their scratch comes back warm from the heap

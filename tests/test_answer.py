@@ -46,6 +46,26 @@ def test_queries_longer_than_the_workspace_rows(tmp_path, method):
             assert_same(searcher.search(q, k), ref.search(q, k))
 
 
+def test_single_queries_follow_the_workspace_as_it_widens(tmp_path):
+    """One query at a time on a fresh searcher (the calling thread's `kernels.answer.Held`, the kernel's fixed
+    arguments in one object): short, then longer than the workspace's cursor rows (widened, and the held
+    arguments made again for the new workspace, else the kernel would read the old one), then short again."""
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(120)]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 30)))) for _ in range(300)]
+    ids = [f"d{i}" for i in range(len(texts))]
+    searcher = Searcher(build.build_index(write_tsv(tmp_path / "c.tsv", ids, texts), tmp_path / "idx", quiet=True,
+                                          cap=400))
+    ref = ReferenceIndex.from_texts(ids, texts, cap=400)
+    helds = []
+    for q in ("w3 w7", " ".join(words[:100]), "w9", " ".join(words[10:110]), "w1 w2 w3"):
+        for k in (1, 10, 300):
+            assert_same(searcher.search(q, k), ref.search(q, k))
+        helds.append(searcher._answers._local.held)
+    assert helds[0][1] is not helds[1][1] and helds[1][0] is not helds[0][0]  # widened: a new workspace and held
+    assert helds[1][1] is helds[4][1]  # kept while the workspace serves
+
+
 def test_corrupt_postings_fail_the_call_and_leave_the_workspace_clean(tmp_path):
     """A posting list out of order: the call raises naming postings_docs.npy, the workspace's masks are
     cleared, and a query that does not read that list is answered as the reference does."""

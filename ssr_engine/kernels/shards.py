@@ -57,6 +57,17 @@ def _densest_first(held, order):
         order[j] = i
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _out_of_reach(q_weights, a, b, bs, bm, bk, first, monotone):
+    """Whether a shard's document holding every term q_weights[a:b] (ascending weight) ranks strictly after
+    the bar (bs, bm, bk): on (score, matches), or tied on them with the shard's ranks ascending (`monotone`)
+    and its first document's key (`first`: rank << 32) after the bar's."""
+    sc = 0.0
+    for j in range(a, b):
+        sc += q_weights[j]
+    return sc < bs or (sc == bs and (b - a < bm or (b - a == bm and monotone and first > bk)))
+
+
 @nb.njit(cache=True, nogil=True)
 def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, monos, q_offs, q_terms, q_weights,
                  k, width, work, rule, fixed):
@@ -68,7 +79,11 @@ def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, 
     shards' ranks are the collection's id ranks, so keys (rank << 32 | document) of different shards compare
     and a bar is one key. The shards go in descending order of the postings the query's terms hold in them
     (ties by position): where they are densest the top k tends to be strongest, so later shards meet a higher
-    bar; any order gives the same results.
+    bar; any order gives the same results. A shard none of whose documents can rank strictly before the bar
+    (`_out_of_reach`: even one holding all of the query's terms it has, or, tied with the bar on (score,
+    matches) and the shard's ranks ascending, its first document) is not opened: at 8.8M many a query's top k
+    ends in a tie on its commonest term, which the shard of the lowest ids wins; the others' levels read that
+    term's whole list in each (RESULTS.md).
 
     Parameters
     ----------
@@ -129,6 +144,9 @@ def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, 
             bar_s[q] = -np.inf
             if nt == k:
                 bar_s[q], bar_m[q], bar_k[q] = t_s[k - 1], t_m[k - 1], (t_k[k - 1] >> 32) << 32
+                if _out_of_reach(q_weights, q_offs[s, q], q_offs[s, q + 1], t_s[k - 1], t_m[k - 1], bar_k[q],
+                                 np.int64(ranks[s][0]) << 32 if n_docs else bar_k[q], monos[s]):
+                    continue
             nr = probe._query(q, kk, indptrs[s], docss[s], ranks[s], n_docs, fwd_indptrs[s], fwd_termss[s], q_offs[s],
                               q_terms, q_weights, min(width, n_docs), _EVERY_DOC, region, r_k, r_s, r_m, work, 0,
                               bar_s, bar_m, bar_k, rule, stats, monos[s])
