@@ -62,6 +62,7 @@ class Answers:
         self._ascending: bool | None = None
         self._helpers = helpers
         self._sizes: dict[int, tuple[int, int, int]] = {}  # k: a call's (block width, k, buffer entries)
+        self._ints: dict[int, np.int64] = {}  # `_int64`
 
     @property
     def monotone(self) -> bool:
@@ -84,9 +85,9 @@ class Answers:
         width, k, entries = self._sized(k)
         longest = 0
         while True:
-            work = self._work(width, longest, entries)
+            work, held = self._held(width, longest, entries, table)
             offsets, docs, scores, matches, rows, status, longest = answer_held(
-                data, q_offsets, self._held(work, table), np.int64(k), np.int64(width), self.monotone, method == "ssr")
+                data, q_offsets, held, self._int64(k), self._int64(width), self.monotone, method == "ssr")
             if status != WIDER:
                 break
         self._check(status, work)
@@ -96,12 +97,25 @@ class Answers:
         """The external ids of `answer`'s id rows (UCS-4), or of its docs when the index has no id table."""
         return ucs4_ids(rows) if rows.shape[1] else self.index.ids_of(docs)
 
-    def _held(self, work: tuple[Any, ...], table: np.ndarray) -> Held:
-        """The calling thread's `kernels.answer.Held` for this workspace (made again when it is refitted)."""
+    def _held(self, width: int, longest: int, entries: int, table: np.ndarray) -> tuple[tuple[Any, ...], Held]:
+        """The calling thread's workspace fitted to a call of these sizes (`_work`) and its `kernels.answer.Held`
+        (made again with the workspace). The last call's pair is reused as it is while it serves (same block
+        and buffer, enough cursor rows, still the thread's workspace): checking costs less than refitting."""
         held = getattr(self._local, "held", None)
-        if held is None or held[0] is not work:
-            held = self._local.held = (work, Held(self._prepare_args, self._ix, work, probe._RULE, table))
-        return held[1]
+        holder = getattr(self._local, "work", None)
+        if (held is None or holder is None or held[0] is not holder[0] or held[2] != (width, entries)
+                or longest > held[3]):
+            work = self._work(width, longest, entries)
+            held = self._local.held = (work, Held(self._prepare_args, self._ix, work, probe._RULE, table),
+                                       (width, entries), work[2].shape[1])
+        return held[0], held[1]
+
+    def _int64(self, n: int) -> np.int64:
+        """n as a NumPy int64 (a call's k and width: made once each)."""
+        got = self._ints.get(n)
+        if got is None:
+            got = self._ints[n] = np.int64(n)
+        return got
 
     def _sized(self, k: int) -> tuple[int, int, int]:
         """A call's (block width, k as the kernels take it, buffer entries) for this k (made once a k)."""

@@ -63,7 +63,7 @@ def test_single_queries_follow_the_workspace_as_it_widens(tmp_path):
             assert_same(searcher.search(q, k), ref.search(q, k))
         helds.append(searcher._answers._local.held)
     assert helds[0][1] is not helds[1][1] and helds[1][0] is not helds[0][0]  # widened: a new workspace and held
-    assert helds[1][1] is helds[4][1]  # kept while the workspace serves
+    assert helds[1][1] is helds[4][1] and helds[4][0] is searcher._answers._local.work[0]  # kept while it serves
 
 
 def test_corrupt_postings_fail_the_call_and_leave_the_workspace_clean(tmp_path):
