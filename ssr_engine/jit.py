@@ -21,10 +21,20 @@ NOTICE = "compiling kernels (first run only, ~30 s)"
 BUILD = ("ssr_engine.kernels.text", "ssr_engine.kernels.indexing", "ssr_engine.kernels.merge", "ssr_engine.hashing",
          "ssr_engine.kernels.fnv")
 SEARCH = ("ssr_engine.kernels.ssr", "ssr_engine.kernels.levels", "ssr_engine.kernels.probe", "ssr_engine.kernels.bm25",
-          "ssr_engine.kernels.text", "ssr_engine.hashing", "ssr_engine.kernels.fnv", "ssr_engine.kernels.query")
+          "ssr_engine.kernels.text", "ssr_engine.hashing", "ssr_engine.kernels.fnv", "ssr_engine.kernels.query",
+          "ssr_engine.kernels.answer")
+# a live index's changes and searches (`live_files`, `live_compact`, `parts`, `parts_search`, `parts_tables`:
+# tests/test_jit.py checks these rooms' kernel imports are listed)
+LIVE = tuple(f"ssr_engine.kernels.{m}" for m in ("live", "part_terms", "id_lookup", "indexing", "compact", "spans",
+                                                 "packed", "forward", "merge", "id_table", "candidates", "levels",
+                                                 "probe", "ssr"))
+# a sharded index's build (the global weights) and search (`distributed.worker`)
+SHARDS = tuple(f"ssr_engine.kernels.{m}" for m in ("shards", "merge", "live", "id_table", "candidates", "query"))
+VERIFY = tuple(f"ssr_engine.kernels.{m}" for m in ("validate", "strings", "lists"))
 # the `ssr` subcommands that call kernels, and which
-COMMANDS = {"build-index": BUILD, "search": SEARCH, "evaluate": SEARCH, "agents": BUILD + SEARCH,
-            "demo": BUILD + SEARCH}
+COMMANDS = {"build-index": BUILD + SHARDS, "search": SEARCH + LIVE + SHARDS, "evaluate": SEARCH + LIVE + SHARDS,
+            "add": BUILD + LIVE, "delete": LIVE, "compact": BUILD + LIVE, "verify": VERIFY,
+            "signals": ("ssr_engine.kernels.text",), "agents": BUILD + SEARCH + LIVE, "demo": BUILD + SEARCH}
 MARKER = "ssr-announced"
 
 _announced = False

@@ -50,3 +50,40 @@ def test_a_module_announced_but_never_compiled_is_not_announced_again(tmp_path):
                            timeout=600).stdout.strip() for _ in range(2)]
     assert runs == ["True []", "False []"]
     assert list(tmp_path.rglob("merge.ssr-announced")) and not list(tmp_path.rglob("*.nbi"))
+
+
+def _kernels_imported(room: str) -> set[str]:
+    """The kernel modules a room of the package imports (any level of its code: lazy imports too)."""
+    import ast
+
+    import ssr_engine
+
+    path = Path(ssr_engine.__file__).parent.joinpath(*room.split(".")).with_suffix(".py")
+    package = room.split(".")[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = ["ssr_engine", *package[: len(package) - (node.level - 1)]]
+            name = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            if name == "ssr_engine.kernels":
+                out |= {f"{name}.{a.name}" for a in node.names}
+            elif name.startswith("ssr_engine.kernels."):
+                out.add(name)
+    return out
+
+
+def test_the_commands_of_live_and_sharded_indexes_list_the_kernels_their_rooms_import():
+    """`jit.COMMANDS` names each command's kernel modules (the first-run notice checks those alone): a kernel a
+    live index's change or search, or a sharded index's search, starts importing must be listed for its commands
+    (the first delete of an 8.8M index compiled three kernels silently before they were)."""
+    from ssr_engine.jit import COMMANDS
+
+    rooms = {"delete": ("live_files", "parts", "parts_tables"), "add": ("live_files", "parts_tables"),
+             "compact": ("live_compact", "parts"),
+             "search": ("parts_search", "parts_tables", "parts", "distributed.worker", "answer"),
+             "build-index": ("distributed.build",)}
+    for command, names in rooms.items():
+        for room in names:
+            missing = _kernels_imported(room) - set(COMMANDS[command])
+            assert not missing, f"{command}: {room} imports {sorted(missing)}"
+    assert COMMANDS["evaluate"] == COMMANDS["search"]
