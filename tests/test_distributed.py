@@ -342,6 +342,7 @@ def test_any_shard_order_gives_the_one_index_answers(tmp_path: Path, monkeypatch
     build_index(path, tmp_path / "one", quiet=True)
     build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
     one = open_retriever(tmp_path / "one")
+    monkeypatch.setattr(worker, "_ACROSS", False)  # every query shard by shard, in the order given
     for order in [()] + list(permutations(range(3))):
         monkeypatch.setattr(worker, "_FIXED_ORDER", np.array(order, dtype=np.int64))
         for k in (1, 3, 10):

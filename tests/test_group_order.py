@@ -3,11 +3,15 @@
 argsort of the negated counts; and the group's answers stay one index's whatever that order is, with
 many shards tying on their postings (the groups' ten-word collections of `test_distributed`).
 And which shards the group skips behind its bar (`kernels.shards._out_of_reach`): only those none of
-whose documents can rank strictly before it, on (score, matches) or, tied on them, on the id."""
+whose documents can rank strictly before it, on (score, matches) or, tied on them, on the id. Every group
+test runs both ways a query can go: one set of levels over the shards (forced for every query of at most
+`levels.MAX_TERMS` terms) and shard after shard behind the bar (`search_group`'s `across` off)."""
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +22,27 @@ from hypothesis import strategies as st
 from test_distributed import QUERIES, random_docs, shard_answers
 
 from ssr_engine import build_index
-from ssr_engine.distributed import build_sharded
+from ssr_engine.distributed import build_sharded, worker
+from ssr_engine.errors import IndexFormatError
+from ssr_engine.kernels.live import RULE_PARTS
 from ssr_engine.kernels.shards import _densest_first, _out_of_reach
 from ssr_engine.retrieval import open_retriever
+
+# `search_group`'s two ways: every query of at most MAX_TERMS terms through one set of levels over the shards
+# (no `small`: rule[6] and [7] zero; `_levels_pay` always: rule[9] past any postings count), or shard by shard
+_EVERY_QUERY_ACROSS = np.array([*RULE_PARTS[:6], 0.0, 0.0, RULE_PARTS[8], 1e30], dtype=np.float64)
+WAYS = {"across": (True, _EVERY_QUERY_ACROSS), "by shard": (False, worker._RULE)}
+
+
+@contextmanager
+def way(name: str) -> Iterator[None]:
+    """`ShardWorker`s made inside search their groups the named way (`WAYS`)."""
+    saved = worker._ACROSS, worker._RULE
+    worker._ACROSS, worker._RULE = WAYS[name]
+    try:
+        yield
+    finally:
+        worker._ACROSS, worker._RULE = saved
 
 
 @settings(max_examples=300, deadline=None)
@@ -53,7 +75,10 @@ def test_a_group_of_tying_shards_answers_as_one_index(seed: int, n: int, shards:
         one = open_retriever(Path(tmp) / "one")
         queries = [*QUERIES, "alpha", "beta gamma delta epsilon zeta eta theta iota kappa"]
         for k in (1, 2, 5, 17):
-            assert_identical(shard_answers(Path(tmp) / "s", queries, k, actors=1), one.search_batch(queries, k))
+            want = one.search_batch(queries, k)
+            for name in WAYS:
+                with way(name):
+                    assert_identical(shard_answers(Path(tmp) / "s", queries, k, actors=1), want)
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,4 +115,47 @@ def test_shards_tied_at_the_bar_are_skipped_or_searched_by_their_ids(tmp_path: P
     one = open_retriever(tmp_path / "one")
     queries = ["common rare", "rare common w3", "common", "w1 common", "w6"]
     for k in (1, 2, 3, 5, 40, 100):
-        assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1), one.search_batch(queries, k))
+        want = one.search_batch(queries, k)
+        for name in WAYS:
+            with way(name):
+                assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1), want)
+
+
+@pytest.mark.parametrize("name", list(WAYS))
+def test_a_corrupt_shard_is_an_error_naming_it_either_way(tmp_path: Path, name: str) -> None:
+    """A list of the middle shard out of order (one of its postings repeated): the group's search raises an
+    error naming that shard, never a crash or an answer; the worker serves a sound batch afterwards."""
+    from ssr_engine.distributed.layout import read_manifest
+    from ssr_engine.kernels.lists import span
+    from ssr_engine.kernels.live import prepare_parts
+    from ssr_engine.kernels.packed import gather
+
+    docs = [(str(i), f"common w{i % 5} v{i % 3}") for i in range(60)]
+    path = write_tsv(tmp_path / "c.tsv", docs)
+    build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
+    m = read_manifest(tmp_path / "s")
+    with way(name):
+        w = worker.ShardWorker(str(tmp_path / "s"), [0, 1, 2], m.generation, "ssr", 1, 1.2, 0.75)
+    try:
+        queries = ["common w1 v2", "common"]  # k past the documents: every posting of "common" is read
+        sound = w.search(np.array(queries), 100)
+        ix = w.indexes[1]
+        col = ix.postings
+        plain = gather(col, np.zeros(1, np.int64), np.array([ix.postings_length])) if isinstance(col, tuple) \
+            else np.array(col, dtype=np.uint32)
+        t = int(np.argmax(ix.df()))  # "common": in every document
+        a, b = span(ix.lists, t)
+        assert b - a == ix.n_docs > 2
+        plain[b - 1] = plain[a]  # not strictly ascending
+        arrays = [(int(w._starts[j]), x.n_docs, x.lists, plain if j == 1 else x.postings, w.ranks[j], None,
+                   np.zeros(0, np.int64), x.forward_indptr, x.forward, w.ascending[j]) for j, x in enumerate(w.indexes)]
+        good = w._arrays
+        w._arrays = prepare_parts(arrays, grank=w._grank)
+        with way(name), pytest.raises(IndexFormatError, match=str(ix.path)):
+            w.search(np.array(queries), 100)
+        w._arrays = good
+        with way(name):
+            again = w.search(np.array(queries), 100)
+        assert all(np.array_equal(x, y) for x, y in zip(sound, again, strict=True))
+    finally:
+        w.close()

@@ -31,7 +31,9 @@ from ..kernels import levels, probe
 from ..kernels.candidates import cap_k
 from ..kernels.id_table import gather_ids_ucs4
 from ..kernels.merge import merge_keyed
-from ..kernels.query import signals, terms_of
+from ..kernels.live import RULE_PARTS
+from ..kernels.part_terms import arrange
+from ..kernels.query import found_in, signals
 from ..kernels.shards import search_group
 from ..parts import GlobalStats, Part, gather_ids, merge_results
 from ..parts_search import PartsSearcher
@@ -50,6 +52,10 @@ Lists = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 _PIECE = (16, 16)
 # an order of the shards for every query instead of each query's own (`kernels.shards.search_group`; tests)
 _FIXED_ORDER = np.zeros(0, dtype=np.int64)
+# whether queries may run one set of levels over a group's shards (`kernels.shards.search_group`; tests)
+_ACROSS = True
+# the cost rule of `search_group`: probe's, and which queries run one set of levels over the shards
+_RULE = np.asarray(RULE_PARTS, dtype=np.float64)
 # rows of one piece of the driver's merge (`merge_shards`): a piece's ids (<U7 at 8.8M: 28 bytes a row) stay
 # under NumPy's 4 MB huge-page threshold; a K=1000 round's arrays as one piece took 3-6x longer (RESULTS.md)
 _MERGE_ROWS = 1 << 16
@@ -96,9 +102,17 @@ class ShardWorker:
             from ..kernels.live import prepare_parts
 
             none = np.zeros(0, dtype=np.int64)  # (no deletions; the documents' id order is not read)
-            self._arrays = prepare_parts([(int(self.bases[j]), ix.n_docs, ix.lists, ix.postings,
+            sizes = [ix.n_docs for ix in self.indexes]
+            # the group's numbers: its shards end to end, ranked by the collection's id ranks (one set of levels)
+            self._starts = np.cumsum([0] + sizes[:-1]).astype(np.int64)
+            grank = np.concatenate(self.ranks) if sizes else np.zeros(0, np.uint32)
+            self._arrays = prepare_parts([(int(self._starts[j]), ix.n_docs, ix.lists, ix.postings,
                                            self.ranks[j], None, none, ix.forward_indptr, ix.forward,
-                                           self.ascending[j]) for j, ix in enumerate(self.indexes)])
+                                           self.ascending[j]) for j, ix in enumerate(self.indexes)], grank=grank)
+            self._grank = grank
+            # one set of levels reads the shards in about the collection's id order (by each one's middle rank)
+            middle = [int(r[len(r) // 2]) if len(r) else 0 for r in self.ranks]
+            self._scan_order = np.argsort(np.array(middle, dtype=np.int64), kind="stable").astype(np.int64)
 
     def ready(self) -> int:
         return os.getpid()
@@ -138,49 +152,70 @@ class ShardWorker:
         offsets = np.concatenate([np.zeros(1, np.int64)] + [g[0][1:] + f for g, f in zip(got, firsts, strict=True)])
         return (offsets, *(np.concatenate([g[c] for g in got]) for c in (1, 2, 3, 4)))  # type: ignore[return-value]
 
-    def terms(self, queries: list[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """Per shard the queries' terms as the kernels take them, (offsets int64[Q + 1], terms int64, weights
-        float64, the shard's own df int64) in ascending weight, weighed by the collection's df: the signals
-        made once (`kernels.query.signals`, per hash setting: shards share one), looked up in each shard
-        (`terms_of`); GIL-free."""
+    def prepare(self, queries: list[str]) -> tuple[np.ndarray, ...]:
+        """The queries' terms as `kernels.shards.search_group` takes them, weighed by the collection's df:
+        the signals made once (`kernels.query.signals`, per hash setting: shards share one), looked up in
+        each shard (`found_in`), arranged per shard and over the group (`kernels.part_terms.arrange`);
+        GIL-free kernels. Returns (q_offs int64[S, Q + 1], q_terms, q_weights, g_off int64[Q + 1], g_terms
+        int64[S, A], g_weights, each entry's signal number (the shards' entries, then the group's), each
+        signal's df per shard int64[S, n])."""
         data, q_offsets = utf8(queries)
         sigs: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
-        out = []
+        sig: tuple[np.ndarray, ...] = ()
+        n_shards = len(self.indexes)
+        found = own = np.zeros((n_shards, 0), np.int64)
+        df = np.zeros(0, np.int64)
         for j, ix in enumerate(self.indexes):
             args = self._signal_args[j]
             key = (int(args[2]), int(args[3]))
             if key not in sigs:
                 sigs[key] = signals(data, q_offsets, *args)
-            offsets, terms, weights, df, ok = terms_of(sigs[key], *self._lookup_args[j])
+            sig = sigs[key]
+            if j == 0:
+                n = sig[3].shape[0]
+                found, own, df = np.empty((n_shards, n), np.int64), np.empty((n_shards, n), np.int64), np.zeros(n, np.int64)
+            t, d, ok = found_in(sig, *self._lookup_args[j][:8])
             if not ok:  # the long way names the file and entry at fault
                 self.searcher.query_terms(queries)
                 raise IndexFormatError(f"{ix.path}: a vocabulary or term offsets check failed (corrupt index; "
                                        "rebuild it)")
-            out.append((offsets, terms, weights, df))
+            found[j], own[j] = t, d
+            known = t >= 0
+            df[known] = self._lookup_args[j][8][t[known]]  # the collection's df: the same in every shard
+        _, offsets, starts, f_terms, f_weights, f_sel, shared = arrange(sig[0], found, own, df,
+                                                                       self._lookup_args[0][9])
+        q_offs = offsets[:n_shards] + starts[:n_shards, None]
+        a = starts[n_shards]
+        return (q_offs, f_terms[:a], f_weights[:a], offsets[n_shards], shared, f_weights[a:], f_sel, own)
+
+    def terms(self, queries: list[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per shard the queries' terms (`prepare`) as one index's kernels take them: (offsets int64[Q + 1],
+        terms int64, weights float64 (the collection's), the shard's own df int64), each query's in ascending
+        weight."""
+        q_offs, q_terms, q_weights, _, _, _, sel, own = self.prepare(queries)
+        out = []
+        for s in range(q_offs.shape[0]):
+            a, b = int(q_offs[s, 0]), int(q_offs[s, -1])
+            out.append((q_offs[s] - a, q_terms[a:b], q_weights[a:b], own[s, sel[a:b]]))
         return out
 
     def _grouped(self, queries: list[str], k: int) -> Lists:
         """The group's top k of the queries in one GIL-free call on the calling thread (`kernels.shards.
-        search_group`: per query shard after shard, each behind the bar of the group's top k so far), so
-        pieces on threads run in parallel."""
-        prepared = self.terms(queries)
+        search_group`: one set of levels over the shards, or shard after shard behind the bar of the
+        group's top k so far), so pieces on threads run in parallel."""
+        q_offs, q_terms, q_weights, g_off, g_terms, g_weights, _, _ = self.prepare(queries)
         nq = len(queries)
-        q_offs = np.empty((len(prepared), nq + 1), dtype=np.int64)
-        at = 0
-        for s, (offsets, terms, _, _) in enumerate(prepared):
-            q_offs[s] = offsets + at
-            at += terms.shape[0]
         lists, starts, sizes = self._arrays[:3]
         widest = max(1, int(sizes.max()))
         kk = cap_k(k, int(sizes.sum()))
         width = min(max(1, self.searcher.block), widest)
-        longest = max(1, int(np.diff(q_offs, axis=1).max())) if nq else 1
+        longest = max(1, int(np.diff(q_offs, axis=1).max()), int(np.diff(g_off).max())) if nq else 1
         holder = self._per_thread.__dict__.setdefault("work", [None])  # this thread's probe workspace
-        work = probe.fit_workspace(holder, 1, width, widest, longest, max(levels._BUFFER, 4 * min(kk, widest)))
+        work = probe.fit_workspace(holder, 1, width, widest, longest, max(levels._BUFFER, 4 * kk))
         offsets, docs, scores, matches, ranks, _, bad = search_group(
-            lists[0], lists[1], lists[2], lists[5], lists[6], starts, sizes, self._arrays[3], q_offs,
-            np.concatenate([p[1] for p in prepared]), np.concatenate([p[2] for p in prepared]), np.int64(kk),
-            np.int64(width), work, probe._RULE, _FIXED_ORDER)
+            lists[0], lists[1], lists[2], lists[3], lists[5], lists[6], self.bases, starts, sizes, self._arrays[3],
+            q_offs, q_terms, q_weights, g_off, g_terms, g_weights, self._grank, self._arrays[6], self._scan_order,
+            np.int64(kk), np.int64(width), work, _RULE, _FIXED_ORDER, _ACROSS)
         if bad >= 0:
             with kernel_guard(self.indexes[bad]):  # a shard that lies is an error naming it, never a crash
                 levels.corrupt(work)

@@ -159,6 +159,77 @@ def _out_of_reach(terms, a, m, level, bar, bar_key, first, grank, monotone):
     return best == bar and monotone and bar_key != _NO_CUT and doc_key(grank[first], first) >= bar_key
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def tally(g_termss, a, m, indptrs, sizes_, n_all, df, every, held):
+    """A query's postings (its terms a..a + m - 1 of g_termss, as `levels_across` takes them): per term in
+    every part (every) and in the parts holding at least 1 / `_FIRST_BAR` of the n_all documents (df), and
+    per part (held); each int64, overwritten."""
+    df[:m] = 0
+    every[:m] = 0
+    held[:] = 0
+    for s in range(sizes_.shape[0]):
+        for j in range(m):
+            tm = g_termss[s][a + j]
+            if tm >= 0:
+                n = length(indptrs[s], tm)
+                every[j] += n
+                held[s] += n
+                if _FIRST_BAR * sizes_[s] >= n_all:
+                    df[j] += n
+
+
+@nb.njit(cache=True, nogil=True)
+def levels_across(t, g_termss, g_weights, a, m, cap, base, indptrs, docss, lives, starts, sizes_, n_all, grank, g_mono,
+                  scan_order, df, held, width, work, out_d, out_s, out_m):
+    """One set of levels for one query over every part, on workspace row t: its m terms g_weights[a:a + m]
+    (ascending), part s's term of each g_termss[s][a + j] (-1: absent there). Masks are tabled once, each
+    part's postings read into one buffer behind one bar (`levels._scan`, the parts in `scan_order`; part s's
+    document d numbered starts[s] + d and ranked by grank[starts[s] + d]), one final sort (`levels._finish`):
+    no per-part tables, buffers, sorts or merges. The first bar comes from the rarest lists of the parts
+    holding at least 1 / `_FIRST_BAR` of the n_all documents (df int64[m]: their postings of each term);
+    held int64[P]: each part's postings of the query (its blocks' width, `probe.widen`).
+
+    Results best first in out_*[base:base + cap], out_d holding keys (grank << 32 | number); returns their
+    count, or -1 - s for corrupt postings in part s (row t's masks then dirty).
+    """
+    w_mask, w_touched, w_cur, w_end, w_last, w_score, w_pop, w_level, w_lvl_score, w_lvl_pop, w_hist, w_bd, w_bl, \
+        w_bk = work[:14]
+    wide = work[0].shape[1]
+    buf = (w_bd[t], w_bl[t], w_bk[t])
+    nl = _tables(g_weights, a, m, w_score[t], w_pop[t], w_level[t], w_lvl_score[t], w_lvl_pop[t])
+    w_hist[t][:nl] = 0
+    bar, bar_key, cum, nbuf = nl - 1, _NO_CUT, np.int64(0), np.int64(0)
+    # a first bar from the rarest lists (`split.first_level`) of the parts holding at least a quarter
+    # of the documents: a small part's rare lists cost their blocks twice and move the bar little
+    p = rare_start(df, m, cap)
+    if p < m:
+        for s in scan_order:
+            if _FIRST_BAR * sizes_[s] < n_all:
+                continue
+            rare = np.int64(0)  # the part's postings of the rare lists p..m-1
+            for j in range(p, m):
+                if g_termss[s][a + j] >= 0:
+                    rare += length(indptrs[s], g_termss[s][a + j])
+            if not rare_hist(g_termss[s], a, p, m, indptrs[s], docss[s], sizes_[s], lives[s],
+                             widen(width, rare, sizes_[s], wide), w_level[t], w_hist[t], w_mask[t],
+                             w_cur[t], w_end[t], w_last[t]):
+                return -1 - s
+        bar = hist_level(w_hist[t], nl, cap)
+    for s in scan_order:
+        if _out_of_reach(g_termss[s], a, m, w_level[t], bar, bar_key, starts[s], grank, g_mono):
+            continue
+        # a part's share of a sparse query: wider blocks (`probe.widen`), fewer of them to start
+        block = widen(width, held[s], sizes_[s], wide)
+        bar, bar_key, cum, nbuf = _scan(indptrs[s], docss[s], sizes_[s], starts[s], grank, lives[s],
+                                        g_termss[s], a, m, block, cap, w_mask[t], w_touched[t], w_cur[t],
+                                        w_end[t], w_last[t], w_level[t], w_hist[t], buf, bar, bar_key,
+                                        cum, nbuf, g_mono)
+        if nbuf < 0:
+            return -1 - s
+    return _finish(buf, nbuf, bar, cum, cap, w_hist[t], grank, w_lvl_score[t], w_lvl_pop[t], base, out_d, out_s,
+                   out_m, g_mono)
+
+
 @nb.njit(cache=True, nogil=True)
 def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs, fwd_termss, starts, sizes_, monos,
                    q_offs, q_terms, q_weights, k, width, id_offsets, id_bytes, integer, caps_off, max_terms, work,
@@ -169,13 +240,10 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
     n_all = np.int64(0)
     for s in range(n_parts):
         n_all += sizes_[s]
-    wide = work[0].shape[1]  # the workspace's block width: `search_parts` makes it WIDEN x width (or all)
     # method ssr (every part's forward rows given): a query probe would prune goes part after part instead
     probing = True
     for s in range(n_parts):
         probing = probing and fwd_indptrs[s].shape[0] == sizes_[s] + 1
-    w_mask, w_touched, w_cur, w_end, w_last, w_score, w_pop, w_level, w_lvl_score, w_lvl_pop, w_hist, w_bd, w_bl, \
-        w_bk = work[:14]
     # one part's results, the running top k and the merge's output (copied back into the top)
     r_d, r_s, r_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
     t_d, t_s, t_m = np.empty(k, np.int64), np.empty(k, np.float64), np.empty(k, np.int32)
@@ -192,61 +260,14 @@ def _parts_queries(lo, hi, t, indptrs, docss, ranks, lives, orders, fwd_indptrs,
         base = caps_off[q]
         cap = caps_off[q + 1] - base
         if 0 < m <= max_terms and cap > 0:
-            df[:m] = 0
-            every[:m] = 0
-            held[:] = 0
-            for s in range(n_parts):
-                for j in range(m):
-                    tm = g_termss[s][a + j]
-                    if tm >= 0:
-                        n = length(indptrs[s], tm)
-                        every[j] += n
-                        held[s] += n
-                        if _FIRST_BAR * sizes_[s] >= n_all:
-                            df[j] += n
+            tally(g_termss, a, m, indptrs, sizes_, n_all, df, every, held)
         if 0 < m <= max_terms and cap > 0 and _levels_pay(every, m, cap, probing, rule):
-            # one set of levels for the query across the parts: tables once, one buffer, one sort
-            buf = (w_bd[t], w_bl[t], w_bk[t])
-            nl = _tables(g_weights, a, m, w_score[t], w_pop[t], w_level[t], w_lvl_score[t], w_lvl_pop[t])
-            w_hist[t][:nl] = 0
-            bar, bar_key, cum, nbuf = nl - 1, _NO_CUT, np.int64(0), np.int64(0)
-            # a first bar from the rarest lists (`split.first_level`) of the parts holding at least a quarter
-            # of the documents: a small part's rare lists cost their blocks twice and move the bar little
-            p = rare_start(df, m, cap)
-            if p < m:
-                for s in scan_order:
-                    if _FIRST_BAR * sizes_[s] < n_all:
-                        continue
-                    rare = np.int64(0)  # the part's postings of the rare lists p..m-1
-                    for j in range(p, m):
-                        if g_termss[s][a + j] >= 0:
-                            rare += length(indptrs[s], g_termss[s][a + j])
-                    if not rare_hist(g_termss[s], a, p, m, indptrs[s], docss[s], sizes_[s], lives[s],
-                                     widen(width, rare, sizes_[s], wide), w_level[t], w_hist[t], w_mask[t],
-                                     w_cur[t], w_end[t], w_last[t]):
-                        bad[q] = s + 1
-                        dirty[t] = True
-                        break
-                if bad[q]:
-                    break
-                bar = hist_level(w_hist[t], nl, cap)
-            for s in scan_order:
-                if _out_of_reach(g_termss[s], a, m, w_level[t], bar, bar_key, starts[s], grank, g_mono):
-                    continue
-                # a part's share of a sparse query: wider blocks (`probe.widen`), fewer of them to start
-                block = widen(width, held[s], sizes_[s], wide)
-                bar, bar_key, cum, nbuf = _scan(indptrs[s], docss[s], sizes_[s], starts[s], grank, lives[s],
-                                                g_termss[s], a, m, block, cap, w_mask[t], w_touched[t], w_cur[t],
-                                                w_end[t], w_last[t], w_level[t], w_hist[t], buf, bar, bar_key,
-                                                cum, nbuf, g_mono)
-                if nbuf < 0:  # corrupt postings: this thread's masks are dirty
-                    bad[q] = s + 1
-                    dirty[t] = True
-                    break
-            if bad[q]:
+            nt = levels_across(t, g_termss, g_weights, a, m, cap, base, indptrs, docss, lives, starts, sizes_, n_all,
+                               grank, g_mono, scan_order, df, held, width, work, out_d, out_s, out_m)
+            if nt < 0:  # corrupt postings in part -1 - nt: this thread's masks are dirty
+                bad[q] = -nt
+                dirty[t] = True
                 break
-            nt = _finish(buf, nbuf, bar, cum, cap, w_hist[t], grank, w_lvl_score[t], w_lvl_pop[t], base, out_d,
-                         out_s, out_m, g_mono)
             for i in range(nt):  # keys to collection document numbers
                 out_d[base + i] &= 0xFFFFFFFF
             sizes[q] = nt

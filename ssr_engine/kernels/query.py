@@ -81,6 +81,19 @@ def signals(data, q_offsets, stop, cap, seed, mask):
 
 
 @nb.njit(cache=True, nogil=True)
+def found_in(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings, n_docs):
+    """Each of the signals' (`signals`' tuple `sig`) term id in one index (int64[n], -1: none) and its df
+    there (int64[n]), and whether every check passed; the arguments as `prepare`'s."""
+    _, sdata, soffsets, hashes = sig
+    n = hashes.shape[0]
+    keys = np.empty(n, dtype=vocab.dtype)
+    for i in range(n):
+        keys[i] = hashes[i] >> key_shift  # key_shift: uint64
+    return lookup(keys, sdata, soffsets, vocab, checked, shift, vocab.itemsize == 8, strings[0], strings[1],
+                  strings[2], strings[3], indptr, n_postings, n_docs)
+
+
+@nb.njit(cache=True, nogil=True)
 def terms_of(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings, n_docs, table, n_weights):
     """`prepare` after the signals (`signals`' tuple `sig`): the look-up in one index and the weights.
 
@@ -88,14 +101,10 @@ def terms_of(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings,
     weighed with N = n_weights; empty: the index's own df and N = n_docs. The other arguments as
     `prepare`'s. Returns `prepare`'s tuple; df is the index's own.
     """
-    sig_of, sdata, soffsets, hashes = sig
+    sig_of = sig[0]
     nq = sig_of.shape[0] - 1
-    n = hashes.shape[0]
-    keys = np.empty(n, dtype=vocab.dtype)
-    for i in range(n):
-        keys[i] = hashes[i] >> key_shift  # key_shift: uint64
-    found, found_df, ok = lookup(keys, sdata, soffsets, vocab, checked, shift, vocab.itemsize == 8, strings[0],
-                                 strings[1], strings[2], strings[3], indptr, n_postings, n_docs)
+    n = sig[3].shape[0]
+    found, found_df, ok = found_in(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings, n_docs)
     glob = table.shape[0] > 0
     offsets = np.zeros(nq + 1, dtype=np.int64)
     terms = np.empty(n, dtype=np.int64)

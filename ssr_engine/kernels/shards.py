@@ -10,8 +10,9 @@ import numba as nb
 import numpy as np
 
 from . import probe
-from .levels import _EVERY_DOC
+from .levels import _EVERY_DOC, MAX_TERMS
 from .lists import length
+from .live import _levels_pay, levels_across, tally
 from .merge import merge_two
 from .topk import heap_arrays
 
@@ -69,39 +70,55 @@ def _out_of_reach(q_weights, a, b, bs, bm, bk, first, monotone):
 
 
 @nb.njit(cache=True, nogil=True)
-def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, monos, q_offs, q_terms, q_weights,
-                 k, width, work, rule, fixed):
+def search_group(indptrs, docss, ranks, lives, fwd_indptrs, fwd_termss, bases, starts, sizes_, monos, q_offs, q_terms,
+                 q_weights, g_off, g_terms, g_weights, grank, g_mono, scan_order, k, width, work, rule, fixed, across):
     """Every query's top k over a group of shards, on the calling thread (workspace row 0), the GIL released.
 
-    Per query the shards go one after another, each through `probe._query` (the single index's search: probe,
-    levels, `small` or the long path by its cost rule) behind the bar of the group's top k so far (its k-th
-    entry: a document must rank strictly before it), and its rows are merged into that top k at once. The
-    shards' ranks are the collection's id ranks, so keys (rank << 32 | document) of different shards compare
-    and a bar is one key. The shards go in descending order of the postings the query's terms hold in them
-    (ties by position): where they are densest the top k tends to be strongest, so later shards meet a higher
-    bar; any order gives the same results. A shard none of whose documents can rank strictly before the bar
-    (`_out_of_reach`: even one holding all of the query's terms it has, or, tied with the bar on (score,
-    matches) and the shard's ranks ascending, its first document) is not opened: at 8.8M many a query's top k
-    ends in a tie on its commonest term, which the shard of the lowest ids wins; the others' levels read that
-    term's whole list in each (RESULTS.md).
+    A query of at most `levels.MAX_TERMS` terms that neither `small` nor probe's pruning would take over
+    the group's postings (`probe.search_one`'s rule and `kernels.live._levels_pay`'s, on the group's
+    totals) runs ONE set of levels over the shards (`kernels.live.levels_across`, as a live index's
+    segments): tables, buffer, bar and sort once, not once a shard (a shard alone cost about half of the
+    whole index's time a query on real short texts: RESULTS.md). Any other query goes shard after shard,
+    each through `probe._query` (the single index's search: probe, levels, `small` or the long path by its
+    cost rule) behind the bar of the group's top k so far (its k-th entry: a document must rank strictly
+    before it), and its rows are merged into that top k at once. The shards' ranks are the collection's id
+    ranks, so keys (rank << 32 | document) of different shards compare and a bar is one key. The shards go
+    in descending order of the postings the query's terms hold in them (ties by position): where they are
+    densest the top k tends to be strongest, so later shards meet a higher bar; any order gives the same
+    results. A shard none of whose documents can rank strictly before the bar (`_out_of_reach`: even one
+    holding all of the query's terms it has, or, tied with the bar on (score, matches) and the shard's
+    ranks ascending, its first document) is not opened: at 8.8M many a query's top k ends in a tie on its
+    commonest term, which the shard of the lowest ids wins; the others' levels read that term's whole list
+    in each (RESULTS.md).
 
     Parameters
     ----------
-    indptrs, docss, ranks, fwd_indptrs, fwd_termss : typed lists, one entry per shard (`kernels.live.prepare_parts`)
-        Postings offsets and column, the collection's id rank uint32 of each document, forward offsets and rows.
-    bases, sizes_ : int64 ndarray, shape (S,)
-        Each shard's first collection document number and its document count.
+    indptrs, docss, ranks, lives, fwd_indptrs, fwd_termss : typed lists, one entry per shard
+        (`kernels.live.prepare_parts`): postings offsets and column, the collection's id rank uint32 of each
+        document, live masks (empty: no deletions), forward offsets and rows.
+    bases, starts, sizes_ : int64 ndarray, shape (S,)
+        Each shard's first collection document number, its first number in the group (grank's) and its
+        document count.
     monos : bool ndarray, shape (S,)
         Whether the shard's ranks ascend with its document numbers (`probe.ascending`).
     q_offs : int64 ndarray, shape (S, Q + 1)
         Shard s's terms of query q: q_terms[q_offs[s, q]:q_offs[s, q + 1]] (ascending weight), weights alike.
+    g_off : int64 ndarray, shape (Q + 1,); g_terms int64 ndarray, shape (S, A); g_weights float64, shape (A,)
+        The group's terms of query q: entries g_off[q]..g_off[q + 1] - 1 (ascending weight), shard s's term
+        of each g_terms[s, entry] (-1: absent there) (`kernels.part_terms.arrange`'s shared terms).
+    grank : uint32 ndarray, shape (sum of sizes_,)
+        The shards' ranks end to end (shard s's document d is starts[s] + d); g_mono: whether they ascend.
+    scan_order : int64 ndarray, shape (S,)
+        The order one set of levels reads the shards in (about the collection's id order).
     k : int, >= 1
     width : int
         The block (`levels.plan`'s, before a shard's own cap).
     work : `probe.workspace` with one row at least, its cursor rows as long as the longest query
-    rule : float64 ndarray, `probe.RULE`
+    rule : float64 ndarray, `kernels.live.RULE_PARTS`
     fixed : int64 ndarray, shape (S,) or (0,)
         An order to search the shards in for every query instead (tests).
+    across : bool
+        Whether queries may run one set of levels over the shards (tests turn it off).
 
     Returns
     -------
@@ -110,6 +127,9 @@ def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, 
     """
     n_shards = bases.shape[0]
     nq = q_offs.shape[1] - 1
+    n_all = np.int64(0)
+    for s in range(n_shards):
+        n_all += sizes_[s]
     held = np.zeros((nq, n_shards), dtype=np.int64)  # postings of query q's terms in shard s
     for s in range(n_shards):  # shard by shard: one read of each typed list entry, not one a query
         indptr = indptrs[s]
@@ -129,9 +149,37 @@ def search_group(indptrs, docss, ranks, fwd_indptrs, fwd_termss, bases, sizes_, 
     region = np.zeros(nq + 1, dtype=np.int64)  # `probe._query`'s output region for query q: [0, cap)
     bar_s, bar_m, bar_k = np.full(nq, -np.inf), np.zeros(nq, dtype=np.int32), np.zeros(nq, dtype=np.int64)
     stats = np.zeros((nq, probe.STATS), dtype=np.int64)
+    df = np.zeros(MAX_TERMS, np.int64)  # a query's postings per term (`live.tally`)
+    every = np.zeros(MAX_TERMS, np.int64)
+    in_shard = np.zeros(n_shards, np.int64)
     bad = -1
     order = fixed.copy() if fixed.shape[0] else np.empty(n_shards, dtype=np.int64)
     for q in range(nq):
+        cap = caps[q + 1] - caps[q]
+        a = g_off[q]
+        m = g_off[q + 1] - a
+        if across and 0 < m <= MAX_TERMS and cap > 0:
+            tally(g_terms, a, m, indptrs, sizes_, n_all, df, every, in_shard)
+            total = every[:m].sum()
+            if not (cap <= rule[7] and (total < rule[6] or (m == 1 and g_mono))) and _levels_pay(every, m, cap, True,
+                                                                                                 rule):
+                nt = levels_across(0, g_terms, g_weights, a, m, cap, 0, indptrs, docss, lives, starts, sizes_, n_all,
+                                   grank, g_mono, scan_order, df, in_shard, width, work, t_k, t_s, t_m)
+                if nt < 0:  # corrupt postings: the workspace is dirty (the caller clears it)
+                    bad = -1 - nt
+                    break
+                stats[q, 0] += total  # (every posting counted, as levels' own)
+                stats[q, 3] += 1
+                b = caps[q]
+                for i in range(nt):  # the group's numbers to the collection's
+                    g = t_k[i] & _DOC
+                    s = n_shards - 1
+                    while starts[s] > g:
+                        s -= 1
+                    out_k[b + i] = (t_k[i] & ~np.int64(_DOC)) | (bases[s] + g - starts[s])
+                    out_s[b + i], out_m[b + i] = t_s[i], t_m[i]
+                sizes[q] = nt
+                continue
         if not fixed.shape[0]:
             _densest_first(held[q], order)
         nt = 0
