@@ -30,8 +30,8 @@ from ..format import Index
 from ..kernels import levels, probe
 from ..kernels.candidates import cap_k
 from ..kernels.id_table import gather_ids_ucs4
-from ..kernels.merge import merge_keyed
 from ..kernels.live import RULE_PARTS
+from ..kernels.merge import merge_keyed
 from ..kernels.part_terms import arrange
 from ..kernels.query import found_in, signals
 from ..kernels.shards import search_group
@@ -156,10 +156,26 @@ class ShardWorker:
         """The queries' terms as `kernels.shards.search_group` takes them, weighed by the collection's df:
         the signals made once (`kernels.query.signals`, per hash setting: shards share one), looked up in
         each shard (`found_in`), arranged per shard and over the group (`kernels.part_terms.arrange`);
-        GIL-free kernels. Returns (q_offs int64[S, Q + 1], q_terms, q_weights, g_off int64[Q + 1], g_terms
-        int64[S, A], g_weights, each entry's signal number (the shards' entries, then the group's), each
-        signal's df per shard int64[S, n])."""
+        GIL-free kernels.
+
+        Returns (q_offs int64[S, Q + 1], q_terms, q_weights, g_off int64[Q + 1], g_terms int64[S, A],
+        g_weights, each entry's signal number (the shards' entries, then the group's), each signal's df
+        per shard int64[S, n])."""
         data, q_offsets = utf8(queries)
+        n_shards = len(self.indexes)
+        found, own, df, sig = self._found_per_shard(data, q_offsets, queries)
+        _, offsets, starts, f_terms, f_weights, f_sel, shared = arrange(sig[0], found, own, df,
+                                                                       self._lookup_args[0][9])
+        q_offs = offsets[:n_shards] + starts[:n_shards, None]
+        a = starts[n_shards]
+        return (q_offs, f_terms[:a], f_weights[:a], offsets[n_shards], shared, f_weights[a:], f_sel, own)
+
+    def _found_per_shard(self, data: np.ndarray, q_offsets: np.ndarray,
+                         queries: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
+        """`prepare`'s look-up: the signals made once per hash setting, each shard's vocabulary searched
+        (`found_in`: a batch's keys in lockstep, whose cache misses overlap; one search of a union of the
+        shards' vocabularies a signal cost more, RESULTS.md). Returns (terms int64[S, n], the
+        shards' own df, the collection's df int64[n], the signals)."""
         sigs: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
         sig: tuple[np.ndarray, ...] = ()
         n_shards = len(self.indexes)
@@ -173,20 +189,20 @@ class ShardWorker:
             sig = sigs[key]
             if j == 0:
                 n = sig[3].shape[0]
-                found, own, df = np.empty((n_shards, n), np.int64), np.empty((n_shards, n), np.int64), np.zeros(n, np.int64)
+                found, own = np.empty((n_shards, n), np.int64), np.empty((n_shards, n), np.int64)
+                df = np.zeros(n, np.int64)
             t, d, ok = found_in(sig, *self._lookup_args[j][:8])
-            if not ok:  # the long way names the file and entry at fault
-                self.searcher.query_terms(queries)
-                raise IndexFormatError(f"{ix.path}: a vocabulary or term offsets check failed (corrupt index; "
-                                       "rebuild it)")
+            if not ok:
+                self._corrupt_terms(queries, ix)
             found[j], own[j] = t, d
             known = t >= 0
             df[known] = self._lookup_args[j][8][t[known]]  # the collection's df: the same in every shard
-        _, offsets, starts, f_terms, f_weights, f_sel, shared = arrange(sig[0], found, own, df,
-                                                                       self._lookup_args[0][9])
-        q_offs = offsets[:n_shards] + starts[:n_shards, None]
-        a = starts[n_shards]
-        return (q_offs, f_terms[:a], f_weights[:a], offsets[n_shards], shared, f_weights[a:], f_sel, own)
+        return found, own, df, sig
+
+    def _corrupt_terms(self, queries: list[str], ix: Index) -> None:
+        """A shard's vocabulary or term offsets failed a check: the long way names the file and entry at fault."""
+        self.searcher.query_terms(queries)
+        raise IndexFormatError(f"{ix.path}: a vocabulary or term offsets check failed (corrupt index; rebuild it)")
 
     def terms(self, queries: list[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """Per shard the queries' terms (`prepare`) as one index's kernels take them: (offsets int64[Q + 1],
