@@ -4,8 +4,8 @@ argsort of the negated counts; and the group's answers stay one index's whatever
 many shards tying on their postings (the groups' ten-word collections of `test_distributed`).
 And which shards the group skips behind its bar (`kernels.shards._out_of_reach`): only those none of
 whose documents can rank strictly before it, on (score, matches) or, tied on them, on the id. Every group
-test runs both ways a query can go: one set of levels over the shards (forced for every query of at most
-`levels.MAX_TERMS` terms) and shard after shard behind the bar (`search_group`'s `across` off)."""
+test runs each way a query can go, forced for every query of at most `levels.MAX_TERMS` terms: `small` over
+the shards, one set of levels over them, and shard after shard behind the bar (`search_group`'s `across` off)."""
 
 from __future__ import annotations
 
@@ -28,10 +28,12 @@ from ssr_engine.kernels.live import RULE_PARTS
 from ssr_engine.kernels.shards import _densest_first, _out_of_reach
 from ssr_engine.retrieval import open_retriever
 
-# `search_group`'s two ways: every query of at most MAX_TERMS terms through one set of levels over the shards
-# (no `small`: rule[6] and [7] zero; `_levels_pay` always: rule[9] past any postings count), or shard by shard
-_EVERY_QUERY_ACROSS = np.array([*RULE_PARTS[:6], 0.0, 0.0, RULE_PARTS[8], 1e30], dtype=np.float64)
-WAYS = {"across": (True, _EVERY_QUERY_ACROSS), "by shard": (False, worker._RULE)}
+# `search_group`'s three ways, every query of at most MAX_TERMS terms: `small` over the shards (rule[6] and [7]
+# past any postings count and k), one set of levels over them (no `small`: rule[6] and [7] zero; `_levels_pay`
+# always: rule[9] past any count), or shard by shard
+WAYS = {"small": (True, np.array([*RULE_PARTS[:6], 1e30, 1e30, *RULE_PARTS[8:]], dtype=np.float64)),
+        "levels": (True, np.array([*RULE_PARTS[:6], 0.0, 0.0, RULE_PARTS[8], 1e30], dtype=np.float64)),
+        "by shard": (False, worker._RULE)}
 
 
 @contextmanager

@@ -11,9 +11,10 @@ import numpy as np
 
 from . import probe
 from .levels import _EVERY_DOC, MAX_TERMS
-from .lists import length
-from .live import _levels_pay, levels_across, tally
+from .lists import span
+from .live import _FIRST_BAR, _levels_pay, levels_across
 from .merge import merge_two
+from .small import small_across
 from .topk import heap_arrays
 
 _DOC = 0xFFFFFFFF  # a key's low half: the collection document number (`search_group`'s keys)
@@ -130,14 +131,18 @@ def search_group(indptrs, docss, ranks, lives, fwd_indptrs, fwd_termss, bases, s
     n_all = np.int64(0)
     for s in range(n_shards):
         n_all += sizes_[s]
+    # each of the group's query terms' postings in each shard, read once (the directory reads miss cache)
+    n_entries = g_terms.shape[1]
+    los, his = np.zeros((n_shards, n_entries), np.int64), np.zeros((n_shards, n_entries), np.int64)
     held = np.zeros((nq, n_shards), dtype=np.int64)  # postings of query q's terms in shard s
     for s in range(n_shards):  # shard by shard: one read of each typed list entry, not one a query
         indptr = indptrs[s]
-        for q in range(nq):
-            h = 0
-            for j in range(q_offs[s, q], q_offs[s, q + 1]):
-                h += length(indptr, q_terms[j])
-            held[q, s] = h
+        for e in range(n_entries):
+            if g_terms[s, e] >= 0:
+                los[s, e], his[s, e] = span(indptr, g_terms[s, e])
+        for q in range(nq):  # (shard s's terms of query q are the group's entries it holds)
+            for e in range(g_off[q], g_off[q + 1]):
+                held[q, s] += his[s, e] - los[s, e]
     caps = np.zeros(nq + 1, dtype=np.int64)
     for q in range(nq):
         caps[q + 1] = caps[q] + min(held[q].sum(), k)
@@ -159,17 +164,30 @@ def search_group(indptrs, docss, ranks, lives, fwd_indptrs, fwd_termss, bases, s
         a = g_off[q]
         m = g_off[q + 1] - a
         if across and 0 < m <= MAX_TERMS and cap > 0:
-            tally(g_terms, a, m, indptrs, sizes_, n_all, df, every, in_shard)
-            total = every[:m].sum()
-            if not (cap <= rule[7] and (total < rule[6] or (m == 1 and g_mono))) and _levels_pay(every, m, cap, True,
-                                                                                                 rule):
-                nt = levels_across(0, g_terms, g_weights, a, m, cap, 0, indptrs, docss, lives, starts, sizes_, n_all,
-                                   grank, g_mono, scan_order, df, in_shard, width, work, t_k, t_s, t_m)
+            df[:m], every[:m], total = 0, 0, 0  # `live.tally`'s, from the spans
+            for s in range(n_shards):
+                for j in range(m):
+                    n = his[s, a + j] - los[s, a + j]
+                    every[j] += n
+                    total += n
+                    if _FIRST_BAR * sizes_[s] >= n_all:
+                        df[j] += n
+                in_shard[s] = held[q, s]
+            small = cap <= rule[7] and (total < rule[6] or (m == 1 and g_mono))  # `probe.search_one`'s rule
+            if small or _levels_pay(every, m, cap, True, rule):
+                if small:
+                    nt = small_across(a, m, g_terms, los, his, g_weights, docss, grank, starts, sizes_, lives,
+                                      scan_order, cap, t_k, t_s, t_m, g_mono, work[5][0], work[6][0], work[2][0],
+                                      work[3][0], work[4][0], stats[q])
+                    stats[q, 5] += 1
+                else:
+                    nt = levels_across(0, g_terms, g_weights, a, m, cap, 0, indptrs, docss, lives, starts, sizes_,
+                                       n_all, grank, g_mono, scan_order, df, in_shard, width, work, t_k, t_s, t_m)
+                    stats[q, 0] += total  # (every posting counted, as levels' own)
+                    stats[q, 3] += 1
                 if nt < 0:  # corrupt postings: the workspace is dirty (the caller clears it)
                     bad = -1 - nt
                     break
-                stats[q, 0] += total  # (every posting counted, as levels' own)
-                stats[q, 3] += 1
                 b = caps[q]
                 for i in range(nt):  # the group's numbers to the collection's
                     g = t_k[i] & _DOC

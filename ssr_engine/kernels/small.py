@@ -113,6 +113,75 @@ def _out(d, s, mm, size, cap, base, res_s, res_m, res_d, bs, bm, bk, bar_doc, do
 
 
 @nb.njit(cache=True, nogil=True)
+def _walk(j, a, m, los, his, docs, doc_rank, first, n_docs, live, cap, base, res_d, res_s, res_m, size, bar, bar_doc,
+          monotone, score, pop, cur, end, scan, stats):
+    """List j of one index's lists (list i's postings los[a + i]..his[a + i] - 1 of docs; empty: absent
+    there) into the heap of `size` entries: its documents not in a heavier list, each scored exactly unless
+    its bound ranks after the heap's root or the bar. The index's document d is numbered first + d (its key:
+    `_key(first + d, doc_rank, ...)`; bar_doc on that numbering). Returns the heap's new size, or -1 for
+    corrupt postings (a list not strictly ascending, or a document >= n_docs)."""
+    full = (1 << (j + 1)) - 1  # every bit a document outside the heavier lists may hold
+    fs = score[full]
+    fm = pop[full]
+    bs, bm, bk = bar
+    nj = his[a + j] - los[a + j]
+    for i in range(m):
+        cur[i], end[i] = los[a + i], his[a + i]
+        # a list at most _SCAN times as long as list j is walked, a longer one galloped
+        scan[i] = end[i] - cur[i] <= _SCAN * nj
+    bit = 1 << j
+    prev = -1
+    c0 = cur[j]
+    c = c0
+    gallops = 0
+    while c < end[j]:
+        d = at(docs, c)
+        c += 1
+        if d <= prev or d >= n_docs:
+            return -1
+        prev = d
+        g = first + d
+        if _out(g, fs, fm, size, cap, base, res_s, res_m, res_d, bs, bm, bk, bar_doc, doc_rank, monotone):
+            # on (score, matches) alone, or on the id with ranks ascending: every later document too
+            if monotone or _after(fs, fm, size, cap, base, res_s, res_m, bs, bm):
+                break
+            continue
+        if live.shape[0] != 0 and not live[d]:
+            continue
+        msk = bit
+        rest = bit - 1  # lighter bits not looked at yet
+        ok = True
+        for i in range(j - 1, -1, -1):
+            x = _advance(docs, cur[i], end[i], d, scan[i])
+            cur[i] = x
+            gallops += 1
+            lb = 1 << i
+            rest ^= lb
+            if x < end[i] and at(docs, x) == d:
+                msk |= lb  # the bound stays what was checked last
+            else:
+                ub = msk | rest
+                if _out(g, score[ub], pop[ub], size, cap, base, res_s, res_m, res_d, bs, bm, bk, bar_doc, doc_rank,
+                        monotone):
+                    ok = False
+                    break
+        if not ok:
+            continue
+        for i in range(j + 1, m):  # in a heavier list: scored there already
+            x = _advance(docs, cur[i], end[i], d, scan[i])
+            cur[i] = x
+            gallops += 1
+            if x < end[i] and at(docs, x) == d:
+                ok = False
+                break
+        if ok:
+            size = heap_push(res_s, res_m, res_d, base, size, cap, score[msk], pop[msk], _key(g, doc_rank, monotone))
+    stats[0] += c - c0
+    stats[1] += gallops
+    return size
+
+
+@nb.njit(cache=True, nogil=True)
 def small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, cap, base, res_d, res_s, res_m,
               bar, monotone, score, pop, cur, end, scan, stats):
     """The top `cap` (>= 1) of the query of terms q_terms[a:a + m] (1 <= m <= `levels.MAX_TERMS`, ascending
@@ -125,72 +194,53 @@ def small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, ca
     bs, bm, bk = bar
     bar_doc = first_at(doc_rank, bk + 1) if monotone and bs >= 0 else n_docs
     size = 0
-    read = 0
-    gallops = 0
+    los, his = np.empty(m, np.int64), np.empty(m, np.int64)  # the lists' spans, read once
+    for i in range(m):
+        los[i], his[i] = span(indptr, q_terms[a + i])
     for j in range(m - 1, -1, -1):
-        full = (1 << (j + 1)) - 1  # every bit a document outside the heavier lists may hold
-        fs = score[full]
-        fm = pop[full]
-        if _after(fs, fm, size, cap, base, res_s, res_m, bs, bm):  # no document left can enter
+        full = (1 << (j + 1)) - 1
+        if _after(score[full], pop[full], size, cap, base, res_s, res_m, bs, bm):  # no document left can enter
             break
-        nj = _df(indptr, q_terms, a, j)
-        for i in range(m):
-            t = q_terms[a + i]
-            cur[i], end[i] = span(indptr, t)
-            # a list at most _SCAN times as long as list j is walked, a longer one galloped
-            scan[i] = end[i] - cur[i] <= _SCAN * nj
-        bit = 1 << j
-        prev = -1
-        c0 = cur[j]
-        c = c0
-        while c < end[j]:
-            d = at(docs, c)
-            c += 1
-            if d <= prev or d >= n_docs:
-                return -1
-            prev = d
-            if _out(d, fs, fm, size, cap, base, res_s, res_m, res_d, bs, bm, bk, bar_doc, doc_rank, monotone):
-                # on (score, matches) alone, or on the id with ranks ascending: every later document too
-                if monotone or _after(fs, fm, size, cap, base, res_s, res_m, bs, bm):
-                    break
-                continue
-            if live.shape[0] != 0 and not live[d]:
-                continue
-            msk = bit
-            rest = bit - 1  # lighter bits not looked at yet
-            ok = True
-            for i in range(j - 1, -1, -1):
-                x = _advance(docs, cur[i], end[i], d, scan[i])
-                cur[i] = x
-                gallops += 1
-                lb = 1 << i
-                rest ^= lb
-                if x < end[i] and at(docs, x) == d:
-                    msk |= lb  # the bound stays what was checked last
-                else:
-                    ub = msk | rest
-                    if _out(d, score[ub], pop[ub], size, cap, base, res_s, res_m, res_d, bs, bm, bk, bar_doc,
-                            doc_rank, monotone):
-                        ok = False
-                        break
-            if not ok:
-                continue
-            for i in range(j + 1, m):  # in a heavier list: scored there already
-                x = _advance(docs, cur[i], end[i], d, scan[i])
-                cur[i] = x
-                gallops += 1
-                if x < end[i] and at(docs, x) == d:
-                    ok = False
-                    break
-            if ok:
-                size = heap_push(res_s, res_m, res_d, base, size, cap, score[msk], pop[msk],
-                                 _key(d, doc_rank, monotone))
-        read += c - c0
-    stats[0] += read
-    stats[1] += gallops
+        size = _walk(j, 0, m, los, his, docs, doc_rank, 0, n_docs, live, cap, base, res_d, res_s, res_m, size, bar,
+                     bar_doc, monotone, score, pop, cur, end, scan, stats)
+        if size < 0:
+            return -1
     deheap_sort(res_s, res_m, res_d, base, size)
     if monotone:
         for i in range(size):
             d = res_d[base + i]
             res_d[base + i] = doc_key(doc_rank[d], d)
+    return size
+
+
+@nb.njit(cache=True, nogil=True)
+def small_across(a, m, terms, los, his, weights, docss, grank, starts, sizes_, lives, scan_order, cap, res_d, res_s,
+                 res_m, monotone, score, pop, cur, end, scan, stats):
+    """`small_one` over the parts of a collection as one index (a sharded group, with no bar): list by list,
+    rarest first, each list read part after part (`scan_order`) into one heap, so the heap's root bars every
+    later part and list; no per-part tables, heaps, sorts or merges. The query's terms are weights[a:a + m]
+    (ascending), part s's term of each terms[s][a + j] (-1: absent there), its postings los[s][a + j]..
+    his[s][a + j] - 1 of docss[s]; part s's document d is numbered
+    starts[s] + d and ranked by grank[starts[s] + d] (`monotone`: grank ascends). Results best first in
+    res_*[0:], res_d keys (grank << 32 | number). Returns their count, or -1 - s for corrupt postings in
+    part s."""
+    _score_tables(weights, a, m, score, pop)
+    bar = (-1.0, np.int64(0), np.int64(0))
+    size = 0
+    for j in range(m - 1, -1, -1):
+        full = (1 << (j + 1)) - 1
+        if _after(score[full], pop[full], size, cap, 0, res_s, res_m, -1.0, 0):  # no document left can enter
+            break
+        for s in scan_order:
+            if terms[s][a + j] < 0:
+                continue
+            size = _walk(j, a, m, los[s], his[s], docss[s], grank, starts[s], sizes_[s], lives[s], cap, 0, res_d,
+                         res_s, res_m, size, bar, grank.shape[0], monotone, score, pop, cur, end, scan, stats)
+            if size < 0:
+                return -1 - s
+    deheap_sort(res_s, res_m, res_d, 0, size)
+    if monotone:
+        for i in range(size):
+            d = res_d[i]
+            res_d[i] = doc_key(grank[d], d)
     return size
