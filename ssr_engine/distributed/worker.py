@@ -40,7 +40,7 @@ from ..parts_search import PartsSearcher
 from ..pieces import Helpers
 from ..query_terms import lookup_args, signal_args, utf8
 from ..retrieval import SearchResult, check_threads, max_threads, numba_threads, split_results
-from ..validate import kernel_guard
+from ..validate import VOCAB_BLOCK_SHIFT, checked_blocks, kernel_guard
 from . import layout
 
 T = TypeVar("T")
@@ -98,6 +98,7 @@ class ShardWorker:
             # + the collection's df of the shard's terms and its N: the collection's weights
             self._lookup_args = [lookup_args(ix) + (np.asarray(t).view(np.ndarray), np.int64(manifest.documents))
                                  for ix, t in opened]
+            self._directories = [self._directory(ix) for ix in self.indexes]
         if self.searcher.scoring == "ssr" and self.ranks is not None:  # `_grouped`'s shards, as one kernel takes them
             from ..kernels.live import prepare_parts
 
@@ -113,6 +114,21 @@ class ShardWorker:
             # one set of levels reads the shards in about the collection's id order (by each one's middle rank)
             middle = [int(r[len(r) // 2]) if len(r) else 0 for r in self.ranks]
             self._scan_order = np.argsort(np.array(middle, dtype=np.int64), kind="stable").astype(np.int64)
+
+    @staticmethod
+    def _directory(ix: Index) -> tuple[np.ndarray, int]:
+        """The shard's `kernels.terms.key_directory` (~8 vocabulary entries a bucket: 8 MB at a shard of 8.8M's
+        10.4M terms), checking its vocabulary whole once: an actor lives long, and a signal's look-up is then a
+        bucket's search, not ~24 dependent loads in lockstep (RESULTS.md)."""
+        from ..kernels.terms import key_directory
+
+        bits = max(1, int(ix.vocab.shape[0] // 8).bit_length())
+        directory, bad = key_directory(ix.vocab.view(np.ndarray), bits, checked_blocks(ix), VOCAB_BLOCK_SHIFT,
+                                       ix.vocab.dtype == np.uint64)
+        if bad >= 0:
+            raise IndexFormatError(f"{ix.path}: vocab.npy: entry {bad + 1} is not above entry {bad} (corrupt index; "
+                                   "rebuild it)")
+        return directory, bits
 
     def ready(self) -> int:
         return os.getpid()
@@ -191,7 +207,7 @@ class ShardWorker:
                 n = sig[3].shape[0]
                 found, own = np.empty((n_shards, n), np.int64), np.empty((n_shards, n), np.int64)
                 df = np.zeros(n, np.int64)
-            t, d, ok = found_in(sig, *self._lookup_args[j][:8])
+            t, d, ok = found_in(sig, *self._lookup_args[j][:8], *self._directories[j])
             if not ok:
                 self._corrupt_terms(queries, ix)
             found[j], own[j] = t, d

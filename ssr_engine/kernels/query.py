@@ -16,11 +16,12 @@ import numba as nb
 import numpy as np
 
 from .fnv import fnv1a64
-from .terms import lookup
+from .terms import directory_search, lookup, lookup_at
 from .text import extract_signals
 
 _INSERTION = 32  # queries of at most this many known terms are sorted by insertion (stable, no allocation)
 _NO_TABLE = np.zeros(0, dtype=np.int64)  # `terms_of` without a global df table
+_NO_DIRECTORY = np.zeros(0, dtype=np.int64)  # `found_in` without a key directory: the lockstep search
 
 
 @nb.njit(cache=True, nogil=True)
@@ -81,16 +82,20 @@ def signals(data, q_offsets, stop, cap, seed, mask):
 
 
 @nb.njit(cache=True, nogil=True)
-def found_in(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings, n_docs):
+def found_in(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings, n_docs, directory, dir_bits):
     """Each of the signals' (`signals`' tuple `sig`) term id in one index (int64[n], -1: none) and its df
-    there (int64[n]), and whether every check passed; the arguments as `prepare`'s."""
+    there (int64[n]), and whether every check passed; the arguments as `prepare`'s, and the vocabulary's
+    `terms.key_directory` (its checks made; empty: none, the searches in lockstep)."""
     _, sdata, soffsets, hashes = sig
     n = hashes.shape[0]
     keys = np.empty(n, dtype=vocab.dtype)
     for i in range(n):
         keys[i] = hashes[i] >> key_shift  # key_shift: uint64
-    return lookup(keys, sdata, soffsets, vocab, checked, shift, vocab.itemsize == 8, strings[0], strings[1],
-                  strings[2], strings[3], indptr, n_postings, n_docs)
+    if directory.shape[0] == 0 or n == 0:
+        return lookup(keys, sdata, soffsets, vocab, checked, shift, vocab.itemsize == 8, strings[0], strings[1],
+                      strings[2], strings[3], indptr, n_postings, n_docs)
+    return lookup_at(directory_search(vocab, directory, dir_bits, keys), keys, sdata, soffsets, vocab, checked, shift,
+                     vocab.itemsize == 8, strings[0], strings[1], strings[2], strings[3], indptr, n_postings, n_docs)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -104,7 +109,8 @@ def terms_of(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings,
     sig_of = sig[0]
     nq = sig_of.shape[0] - 1
     n = sig[3].shape[0]
-    found, found_df, ok = found_in(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings, n_docs)
+    found, found_df, ok = found_in(sig, key_shift, vocab, checked, shift, strings, indptr, n_postings, n_docs,
+                                   _NO_DIRECTORY, 0)
     glob = table.shape[0] > 0
     offsets = np.zeros(nq + 1, dtype=np.int64)
     terms = np.empty(n, dtype=np.int64)

@@ -64,15 +64,23 @@ def lookup(keys, data, offsets, vocab, checked, shift, strict, signal_bytes, sig
     df int64[n], ok): ok False when the vocabulary or a candidate's offsets are out of order or
     range (nothing may be trusted then).
     """
+    if keys.shape[0] == 0 or vocab.shape[0] == 0:
+        return np.full(keys.shape[0], -1, dtype=np.int64), np.zeros(keys.shape[0], dtype=np.int64), True
+    pos, bad = _search_all(vocab, keys, checked, shift, strict)
+    if bad >= 0:
+        return np.full(keys.shape[0], -1, dtype=np.int64), np.zeros(keys.shape[0], dtype=np.int64), False
+    return lookup_at(pos, keys, data, offsets, vocab, checked, shift, strict, signal_bytes, signal_offsets,
+                     signal_codes, bits, indptr, n_postings, n_docs)
+
+
+@nb.njit(cache=True, nogil=True)
+def lookup_at(pos, keys, data, offsets, vocab, checked, shift, strict, signal_bytes, signal_offsets, signal_codes, bits,
+              indptr, n_postings, n_docs):
+    """`lookup` from each key's first position pos[i] (int64[n], np.searchsorted's), as `lookup` returns."""
     n = keys.shape[0]
     terms = np.full(n, -1, dtype=np.int64)
     df = np.zeros(n, dtype=np.int64)
     v = vocab.shape[0]
-    if n == 0 or v == 0:
-        return terms, df, True
-    pos, bad = _search_all(vocab, keys, checked, shift, strict)
-    if bad >= 0:
-        return terms, df, False
     n_bytes = signal_bytes.shape[0]
     for i in range(n):
         p = pos[i]
@@ -90,3 +98,44 @@ def lookup(keys, data, offsets, vocab, checked, shift, strict, signal_bytes, sig
                 break
             p += 1
     return terms, df, True
+
+
+@nb.njit(cache=True, nogil=True)
+def key_directory(vocab, bits, checked, shift, strict):
+    """A directory of a sorted vocabulary by its keys' top `bits` bits, for a searcher that lives long
+    (a shard's actor): entry b is the first position whose key's top bits are >= b (int64[2**bits + 1]),
+    so a key's first position is a search of its bucket (a few entries) instead of ~log2(V) dependent
+    loads. Building it checks every block (`block_sound`, marking `checked`) in one pass. Returns
+    (directory, the first defect i or -1)."""
+    v = vocab.shape[0]
+    for b in range((v >> shift) + 1):
+        bad = block_sound(vocab, b, shift, checked, strict)
+        if bad >= 0:
+            return np.zeros(0, np.int64), bad
+    d_shift = np.uint64(vocab.itemsize * 8 - bits)
+    out = np.empty((1 << bits) + 1, dtype=np.int64)
+    p = 0
+    for b in range(1 << bits):
+        while p < v and np.int64(np.uint64(vocab[p]) >> d_shift) < b:
+            p += 1
+        out[b] = p
+    out[1 << bits] = v
+    return out, np.int64(-1)
+
+
+@nb.njit(cache=True, nogil=True)
+def directory_search(vocab, directory, bits, keys):
+    """np.searchsorted(vocab, keys) (side left, int64[n]) through `key_directory`'s directory."""
+    d_shift = np.uint64(vocab.itemsize * 8 - bits)
+    pos = np.empty(keys.shape[0], dtype=np.int64)
+    for j in range(keys.shape[0]):
+        top = np.int64(np.uint64(keys[j]) >> d_shift)
+        lo, hi = directory[top], directory[top + 1]
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if vocab[mid] < keys[j]:
+                lo = mid + 1
+            else:
+                hi = mid
+        pos[j] = lo
+    return pos
