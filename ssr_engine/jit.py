@@ -30,7 +30,7 @@ LIVE = tuple(f"ssr_engine.kernels.{m}" for m in ("live", "part_terms", "id_looku
                                                  "probe", "ssr"))
 # a sharded index's build (the global weights) and search (`distributed.worker`)
 SHARDS = tuple(f"ssr_engine.kernels.{m}" for m in ("shards", "merge", "live", "id_table", "candidates", "query",
-                                                   "part_terms", "small"))
+                                                   "part_terms", "small", "terms"))
 VERIFY = tuple(f"ssr_engine.kernels.{m}" for m in ("validate", "strings", "lists"))
 # the `ssr` subcommands that call kernels, and which
 COMMANDS = {"build-index": BUILD + SHARDS, "search": SEARCH + LIVE + SHARDS, "evaluate": SEARCH + LIVE + SHARDS,
