@@ -34,7 +34,7 @@ from ..kernels.live import RULE_PARTS
 from ..kernels.merge import merge_keyed
 from ..kernels.part_terms import arrange
 from ..kernels.query import found_in, signals
-from ..kernels.shards import search_group
+from ..kernels.shards import prepare_group, search_group
 from ..parts import GlobalStats, Part, gather_ids, merge_results
 from ..parts_search import PartsSearcher
 from ..pieces import Helpers
@@ -99,6 +99,7 @@ class ShardWorker:
             self._lookup_args = [lookup_args(ix) + (np.asarray(t).view(np.ndarray), np.int64(manifest.documents))
                                  for ix, t in opened]
             self._directories = [self._directory(ix) for ix in self.indexes]
+            self._group_args = self._group_lookup(manifest.documents)
         if self.searcher.scoring == "ssr" and self.ranks is not None:  # `_grouped`'s shards, as one kernel takes them
             from ..kernels.live import prepare_parts
 
@@ -129,6 +130,28 @@ class ShardWorker:
             raise IndexFormatError(f"{ix.path}: vocab.npy: entry {bad + 1} is not above entry {bad} (corrupt index; "
                                    "rebuild it)")
         return directory, bits
+
+    def _group_lookup(self, n_weights: int) -> tuple | None:
+        """`kernels.shards.prepare_group`'s arguments after the queries (typed lists of the shards' arrays),
+        when the shards share one key rule and array types (one build makes them so); else None (`prepare`
+        looks up shard by shard)."""
+        from ..kernels.live import _frozen, frozen_lists, typed_list
+
+        args, sigs = self._lookup_args, self._signal_args
+        kinds = {(int(s[2]), int(s[3]), int(a[0]), a[1].dtype.str, a[2].dtype.str,
+                  tuple(x.dtype.str for x in a[4][:3]),
+                  tuple(x.dtype.str for x in (a[5] if isinstance(a[5], tuple) else (a[5],))))
+                 for a, s in zip(args, sigs, strict=True)}
+        if len(kinds) != 1:
+            return None
+        return (*sigs[0], args[0][0], typed_list([_frozen(a[1], a[1].dtype) for a in args]),
+                typed_list([a[2] for a in args]), args[0][3],
+                typed_list([tuple(_frozen(x, x.dtype) for x in a[4][:3]) + (a[4][3],) for a in args]),
+                typed_list([frozen_lists(a[5], ix.postings_indptr.dtype) for a, ix in zip(args, self.indexes,
+                                                                                          strict=True)]),
+                np.array([a[6] for a in args], dtype=np.int64), np.array([a[7] for a in args], dtype=np.int64),
+                typed_list([_frozen(a[8], np.int64) for a in args]), typed_list([d for d, _ in self._directories]),
+                np.array([b for _, b in self._directories], dtype=np.int64), np.int64(n_weights))
 
     def ready(self) -> int:
         return os.getpid()
@@ -179,9 +202,14 @@ class ShardWorker:
         per shard int64[S, n])."""
         data, q_offsets = utf8(queries)
         n_shards = len(self.indexes)
-        found, own, df, sig = self._found_per_shard(data, q_offsets, queries)
-        _, offsets, starts, f_terms, f_weights, f_sel, shared = arrange(sig[0], found, own, df,
-                                                                       self._lookup_args[0][9])
+        if self._group_args is not None:  # one GIL-free call
+            bad, arranged, own = prepare_group(data, q_offsets, *self._group_args)
+            if bad >= 0:
+                self._corrupt_terms(queries, self.indexes[bad])
+        else:
+            found, own, df, sig = self._found_per_shard(data, q_offsets, queries)
+            arranged = arrange(sig[0], found, own, df, self._lookup_args[0][9])
+        _, offsets, starts, f_terms, f_weights, f_sel, shared = arranged
         q_offs = offsets[:n_shards] + starts[:n_shards, None]
         a = starts[n_shards]
         return (q_offs, f_terms[:a], f_weights[:a], offsets[n_shards], shared, f_weights[a:], f_sel, own)

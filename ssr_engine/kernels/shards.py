@@ -14,6 +14,8 @@ from .levels import _EVERY_DOC, MAX_TERMS
 from .lists import span
 from .live import _FIRST_BAR, _levels_pay, levels_across
 from .merge import merge_two
+from .part_terms import arrange
+from .query import found_in, signals
 from .small import small_across
 from .topk import heap_arrays
 
@@ -242,3 +244,46 @@ def search_group(indptrs, docss, ranks, lives, fwd_indptrs, fwd_termss, bases, s
             docs[offsets[q] + i], rank[offsets[q] + i] = key & _DOC, key >> 32
             scores[offsets[q] + i], matches[offsets[q] + i] = out_s[caps[q] + i], out_m[caps[q] + i]
     return offsets, docs, scores, matches, rank, stats, bad
+
+
+@nb.njit(cache=True, nogil=True)
+def prepare_group(data, q_offsets, stop, cap, seed, mask, key_shift, vocabs, checkeds, shift, strings, indptrs,
+                  n_postings, n_docs, weights, directories, dir_bits, n_weights):
+    """A piece of queries' terms over a group of shards sharing one key rule, in one GIL-free call (pieces on
+    an actor's threads then hold the GIL only to start it): the signals made once (`query.signals`), each
+    shard's look-up (`query.found_in`, through its key directory), the collection's df from the shards'
+    weight slices, and `part_terms.arrange` per shard and over the group with N = n_weights.
+
+    Parameters
+    ----------
+    data, q_offsets, stop, cap, seed, mask : `query.signals`' arguments (the queries' UTF-8 bytes and offsets)
+    key_shift : uint64; shift : int64 (`validate.VOCAB_BLOCK_SHIFT`)
+    vocabs, checkeds, strings, indptrs, weights, directories : typed lists, one entry per shard: its sorted
+        keys, checked blocks, strings tuple (`query_terms.lookup_args`' fifth), postings directory, the
+        collection's df of each of its terms, key directory (`terms.key_directory`)
+    n_postings, n_docs, dir_bits : int64 ndarray, shape (S,)
+
+    Returns
+    -------
+    (the first shard whose vocabulary or offsets failed a check, or -1 (then nothing else is to be trusted);
+    `arrange`'s tuple; each signal's df in each shard int64 (S, n))
+    """
+    sig = signals(data, q_offsets, stop, cap, seed, mask)
+    n = sig[3].shape[0]
+    n_shards = len(vocabs)
+    found = np.full((n_shards, n), -1, dtype=np.int64)
+    own = np.zeros((n_shards, n), dtype=np.int64)
+    df = np.zeros(n, dtype=np.int64)
+    bad = -1
+    for s in range(n_shards):
+        t, d, ok = found_in(sig, key_shift, vocabs[s], checkeds[s], shift, strings[s], indptrs[s], n_postings[s],
+                            n_docs[s], directories[s], dir_bits[s])
+        if not ok:
+            bad = s
+            break
+        table = weights[s]
+        for i in range(n):
+            found[s, i], own[s, i] = t[i], d[i]
+            if t[i] >= 0:
+                df[i] = table[t[i]]  # the collection's df: the same in every shard
+    return bad, arrange(sig[0], found, own, df, n_weights), own
