@@ -31,7 +31,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .levels import first_at
+from .levels import MAX_TERMS, first_at
 from .lists import length, span
 from .packed import at
 from .prune import _gallop
@@ -112,7 +112,7 @@ def _out(d, s, mm, size, cap, base, res_s, res_m, res_d, bs, bm, bk, bar_doc, do
     return False
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, inline="always")
 def _walk(j, a, m, los, his, docs, doc_rank, first, n_docs, live, cap, base, res_d, res_s, res_m, size, bar, bar_doc,
           monotone, score, pop, cur, end, scan, stats):
     """List j of one index's lists (list i's postings los[a + i]..his[a + i] - 1 of docs; empty: absent
@@ -186,7 +186,8 @@ def small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, ca
               bar, monotone, score, pop, cur, end, scan, stats):
     """The top `cap` (>= 1) of the query of terms q_terms[a:a + m] (1 <= m <= `levels.MAX_TERMS`, ascending
     weight), best first in res_*[base:] (keys in res_d). bar = (score, matches, key): documents must rank
-    at or before it (score < 0: none). score/pop float64/int32[>= 2**m], cur/end int64[>= m]: scratch.
+    at or before it (score < 0: none). score/pop float64/int32[>= 2**m], cur/end int64[>= MAX_TERMS + m]:
+    scratch.
     stats: postings read (driving lists), gallops (probe's STATS columns 0 and 1).
     Returns the result count, or -1 for corrupt postings (a list read not strictly ascending, or >= n_docs).
     """
@@ -194,7 +195,9 @@ def small_one(a, m, q_terms, q_weights, indptr, docs, doc_rank, n_docs, live, ca
     bs, bm, bk = bar
     bar_doc = first_at(doc_rank, bk + 1) if monotone and bs >= 0 else n_docs
     size = 0
-    los, his = np.empty(m, np.int64), np.empty(m, np.int64)  # the lists' spans, read once
+    # the lists' spans, read once, in the cursor rows' spare tail (the workspace's rows hold >= 64 entries and m
+    # <= MAX_TERMS): no allocation a query
+    los, his = cur[MAX_TERMS : MAX_TERMS + m], end[MAX_TERMS : MAX_TERMS + m]
     for i in range(m):
         los[i], his[i] = span(indptr, q_terms[a + i])
     for j in range(m - 1, -1, -1):
