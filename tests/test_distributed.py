@@ -350,21 +350,27 @@ def test_any_shard_order_gives_the_one_index_answers(tmp_path: Path, monkeypatch
 
 
 def test_a_group_prepares_the_queries_once_as_each_part_would(tmp_path: Path) -> None:
-    """`ShardWorker.terms` (the signals made once, each shard's look-up and the collection's weights in one
-    kernel each) gives every shard the terms and weight bits of `PartsSearcher.query_terms`, the Python
-    path, in the same order; a signal no shard holds and an empty query give no terms."""
+    """`ShardWorker.terms` (the signals made once, each shard's look-up and the collection's weights: one
+    GIL-free call, or the same steps from Python) gives every shard the terms and weight bits of
+    `PartsSearcher.query_terms`, the Python path, in the same order; a signal no shard holds and an empty
+    query give no terms."""
     path = write_tsv(tmp_path / "c.tsv", random_docs(29, 300, "mixed"))
     build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
     m = read_manifest(tmp_path / "s")
     w = ShardWorker(str(tmp_path / "s"), [0, 1, 2], m.generation, "ssr", 1, BM25_K1, BM25_B)
     queries = QUERIES + ["alpha alpha-beta \u00e9ta", "", "zzz unknown"]
     try:
-        got, want = w.terms(queries), w.searcher.query_terms(queries)[2]
-        for j, ((offsets, terms, weights, df), (want_o, want_t, want_w, _)) in enumerate(zip(got, want, strict=True)):
-            assert offsets.tolist() == want_o.tolist() and terms.tolist() == want_t.tolist()
-            assert weights.view(np.int64).tolist() == want_w.view(np.int64).tolist()
-            assert df.tolist() == w.indexes[j].df()[terms].tolist()  # its own
-            assert offsets[-3] == offsets[-1]  # the last two queries know nothing
+        want = w.searcher.query_terms(queries)[2]
+        assert w._group_args is not None  # one build: one key rule and array types, one GIL-free call
+        for group_args in (w._group_args, None):  # ... and the same steps shard by shard from Python
+            w._group_args = group_args
+            got = w.terms(queries)
+            for j, ((offsets, terms, weights, df), (want_o, want_t, want_w, _)) in enumerate(zip(got, want,
+                                                                                                 strict=True)):
+                assert offsets.tolist() == want_o.tolist() and terms.tolist() == want_t.tolist()
+                assert weights.view(np.int64).tolist() == want_w.view(np.int64).tolist()
+                assert df.tolist() == w.indexes[j].df()[terms].tolist()  # its own
+                assert offsets[-3] == offsets[-1]  # the last two queries know nothing
     finally:
         w.close()
 

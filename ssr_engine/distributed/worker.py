@@ -21,7 +21,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -235,7 +235,8 @@ class ShardWorker:
                 n = sig[3].shape[0]
                 found, own = np.empty((n_shards, n), np.int64), np.empty((n_shards, n), np.int64)
                 df = np.zeros(n, np.int64)
-            t, d, ok = found_in(sig, *self._lookup_args[j][:8], *self._directories[j])
+            looked: tuple[Any, ...] = (*self._lookup_args[j][:8], *self._directories[j])  # (one flat tuple: mypy)
+            t, d, ok = found_in(sig, *looked)
             if not ok:
                 self._corrupt_terms(queries, ix)
             found[j], own[j] = t, d
