@@ -118,7 +118,7 @@ class ShardWorker:
 
     @staticmethod
     def _directory(ix: Index) -> tuple[np.ndarray, int]:
-        """The shard's `kernels.terms.key_directory` (~8 vocabulary entries a bucket: 8 MB at a shard of 8.8M's
+        """The shard's `kernels.terms.key_directory` (4-8 vocabulary entries a bucket: 16 MB at a shard of 8.8M's
         10.4M terms), checking its vocabulary whole once: an actor lives long, and a signal's look-up is then a
         bucket's search, not ~24 dependent loads in lockstep (RESULTS.md)."""
         from ..kernels.terms import key_directory
