@@ -193,9 +193,9 @@ class ShardWorker:
 
     def prepare(self, queries: list[str]) -> tuple[np.ndarray, ...]:
         """The queries' terms as `kernels.shards.search_group` takes them, weighed by the collection's df:
-        the signals made once (`kernels.query.signals`, per hash setting: shards share one), looked up in
-        each shard (`found_in`), arranged per shard and over the group (`kernels.part_terms.arrange`);
-        GIL-free kernels.
+        one GIL-free call (`kernels.shards.prepare_group`: the signals once, each shard's look-up, the
+        collection's df, `kernels.part_terms.arrange` per shard and over the group), or its steps from
+        Python (`_found_per_shard`) where the shards' key rules or array types differ.
 
         Returns (q_offs int64[S, Q + 1], q_terms, q_weights, g_off int64[Q + 1], g_terms int64[S, A],
         g_weights, each entry's signal number (the shards' entries, then the group's), each signal's df
@@ -216,9 +216,9 @@ class ShardWorker:
 
     def _found_per_shard(self, data: np.ndarray, q_offsets: np.ndarray,
                          queries: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
-        """`prepare`'s look-up: the signals made once per hash setting, each shard's vocabulary searched
-        (`found_in`: a batch's keys in lockstep, whose cache misses overlap; one search of a union of the
-        shards' vocabularies a signal cost more, RESULTS.md). Returns (terms int64[S, n], the
+        """`prepare`'s look-up from Python, for shards of different key rules or array types: the signals
+        made once per hash setting, each shard's vocabulary searched through its key directory (`found_in`;
+        one search of a union of the shards' vocabularies a signal cost more, RESULTS.md). Returns (terms int64[S, n], the
         shards' own df, the collection's df int64[n], the signals)."""
         sigs: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
         sig: tuple[np.ndarray, ...] = ()
