@@ -218,8 +218,8 @@ class ShardWorker:
                          queries: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
         """`prepare`'s look-up from Python, for shards of different key rules or array types: the signals
         made once per hash setting, each shard's vocabulary searched through its key directory (`found_in`;
-        one search of a union of the shards' vocabularies a signal cost more, RESULTS.md). Returns (terms int64[S, n], the
-        shards' own df, the collection's df int64[n], the signals)."""
+        one search of a union of the shards' vocabularies a signal cost more, RESULTS.md). Returns (terms
+        int64[S, n], the shards' own df, the collection's df int64[n], the signals)."""
         sigs: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
         sig: tuple[np.ndarray, ...] = ()
         n_shards = len(self.indexes)
