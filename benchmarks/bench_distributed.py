@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("RAY_worker_niceness", "0")
 
 from ssr_engine.eval.trec import read_queries  # noqa: E402
+from ssr_engine.query_terms import Utf8Queries  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from partsbench import alternating, command, commands, emit, identical, latency, timed  # noqa: E402
@@ -87,9 +88,11 @@ def ray_phases(args: argparse.Namespace, queries: list[str], k: int, ray_s, twin
     import ray
 
     actor = ray_s.actors[0]
-    arr = np.array(queries, dtype=str)
+    arr = Utf8Queries.of(queries)  # as the driver sends them
     obj = ray.put(arr)
-    walls, _ = alternating([lambda: ray.get(actor.search.remote(obj, k)), lambda: twin.search(arr, k)], args.rounds)
+    ranked = ray_s._ranked  # as the driver asks
+    walls, _ = alternating([lambda: ray.get(actor.search.remote(obj, k, None, ranked)),
+                            lambda: twin.search(arr, k, ranks=ranked)], args.rounds)
     noop = []
     for _ in range(50):
         t = time.perf_counter()
@@ -121,9 +124,9 @@ def compare(args: argparse.Namespace, queries: list[str], k: int, single, ray_s,
     best = [min(w) for w in walls]
     ratios = [[round(one / other, 3) for one, other in zip(walls[0], w, strict=True)] for w in walls[1:]]
     # the merge alone: every actor's own top k (one round of all queries), merged as the driver does
-    obj = ray.put(np.array(queries, dtype=str))
-    parts = ray.get([a.search.remote(obj, k) for a in ray_s.actors])
-    rows = sum(int(p[0][-1]) for p in parts)
+    obj = ray.put(Utf8Queries.of(queries))
+    parts = ray.get([a.search.remote(obj, k, None, ray_s._ranked) for a in ray_s.actors])
+    rows = sum(int(p[0][-1]) for answer in parts for p in answer)
     t = time.perf_counter()
     ray_s.merge(parts, len(queries), k)
     t_merge = time.perf_counter() - t

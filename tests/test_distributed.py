@@ -30,6 +30,7 @@ from ssr_engine.distributed.worker import CollectionIds, ShardWorker, merge_shar
 from ssr_engine.errors import InputError, SsrError
 from ssr_engine.kernels.merge import merge_keyed
 from ssr_engine.pieces import Helpers
+from ssr_engine.query_terms import Utf8Queries
 from ssr_engine.retrieval import BM25_B, BM25_K1, open_retriever
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
@@ -305,7 +306,8 @@ def shard_answers(root: Path, queries: list[str], k: int | None, method: str = "
     of = {i: ix for w in workers for i, ix in zip(w.shards, w.indexes, strict=True)}
     ids = CollectionIds(of.__getitem__, np.cumsum([0] + [s.documents for s in m.shards]))
     try:
-        lists = [w.search(np.array(queries, dtype=str), k) for w in workers]
+        sent = Utf8Queries.of(queries)  # as the driver sends them
+        lists = [w.search(sent, k, ranks=len(workers) > 1) for w in workers]
         helpers = Helpers(merge_threads, "test-merge")
         return merge_shards(lists, len(queries), k, m.integer, ids, helpers, merge_threads)
     finally:
@@ -314,21 +316,53 @@ def shard_answers(root: Path, queries: list[str], k: int | None, method: str = "
 
 
 def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path, monkeypatch) -> None:
-    """Two threads, 300 queries: the group's search in pieces on both threads, joined in query order; the
+    """Two threads, 300 queries: the group's search in guided pieces on both threads, in query order; the
     driver's merge in pieces of at most 97 rows on two threads, one actor or three."""
     from ssr_engine.distributed import worker
 
     monkeypatch.setattr(worker, "_MERGE_ROWS", 97)
+    monkeypatch.setattr(worker, "_THREADED_ROWS", 0)  # (the threads take the ids and results at any size)
     path = write_tsv(tmp_path / "c.tsv", random_docs(23, 400, "int"))
     build_index(path, tmp_path / "one", quiet=True)
     build_sharded(path, tmp_path / "s", 3, runner="inline", quiet=True)
     rng = random.Random(5)
     queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(300)]
     one = open_retriever(tmp_path / "one")
+    pieces: list[int] = []
+    grouped = worker.ShardWorker._grouped
+    monkeypatch.setattr(worker.ShardWorker, "_grouped",
+                        lambda self, qs, k: pieces.append(len(qs)) or grouped(self, qs, k))
     for k in (1, 7, 1000):
         want = one.search_batch(queries, k)
+        pieces.clear()
         assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1, threads=2, merge_threads=2), want)
+        # guided pieces (big first, small last) covering the batch once
+        assert len(pieces) > 2 and sum(pieces) == 300 and max(pieces) > min(pieces), pieces
         assert_identical(shard_answers(tmp_path / "s", queries, k, actors=3, merge_threads=2), want)
+
+
+def test_an_actors_rows_are_narrow_and_ranked_only_for_a_merge(tmp_path: Path) -> None:
+    """What an actor sends: matches in one byte, id ranks only when asked for (several actors), the same rows
+    either way; the driver's results hold int64 documents and int32 matches, equal to one index's."""
+    path = write_tsv(tmp_path / "c.tsv", random_docs(29, 300, "int"))
+    build_index(path, tmp_path / "one", quiet=True)
+    build_sharded(path, tmp_path / "s", 2, runner="inline", quiet=True)
+    m = read_manifest(tmp_path / "s")
+    queries = np.array(QUERIES, dtype=str)
+    w = ShardWorker(str(tmp_path / "s"), [0, 1], m.generation, "ssr", 1, BM25_K1, BM25_B)
+    try:
+        ranked, bare = w.search(queries, 10), w.search(queries, 10, ranks=False)
+    finally:
+        w.close()
+    assert len(ranked) == len(bare) == 1  # one thread: one piece
+    (ranked,), (bare,) = ranked, bare
+    assert ranked[3].dtype == np.uint8 and ranked[4].dtype == np.uint32 and ranked[4].shape == ranked[1].shape
+    assert bare[4].shape == (0,) and ranked[1].shape[0] > 0
+    for a, b in zip(ranked[:4], bare[:4], strict=True):
+        assert a.tobytes() == b.tobytes()
+    got = shard_answers(tmp_path / "s", QUERIES, 10, actors=1)
+    assert all(r.docs.dtype == np.int64 and r.matches.dtype == np.int32 for r in got)
+    assert_identical(got, open_retriever(tmp_path / "one").search_batch(QUERIES, 10))
 
 
 def test_any_shard_order_gives_the_one_index_answers(tmp_path: Path, monkeypatch) -> None:

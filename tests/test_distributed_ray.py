@@ -18,6 +18,7 @@ from ssr_engine.distributed import ShardedResult, ShardedSearcher, build_sharded
 from ssr_engine.distributed._ray import connect
 from ssr_engine.distributed.layout import read_manifest
 from ssr_engine.errors import InputError, SsrError
+from ssr_engine.query_terms import Utf8Queries
 from ssr_engine.retrieval import Retriever, open_retriever
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[distributed]')")
@@ -78,18 +79,18 @@ def test_ray_build_and_actors_answer_as_one_index(built) -> None:
 
 def test_small_rounds_go_inside_the_calls_large_ones_through_the_store(built) -> None:
     one_path, sharded, _ = built
-    sent: list[tuple[int, bool]] = []  # per round: its queries' bytes, whether the calls carried the array
+    sent: list[tuple[int, bool]] = []  # per round: its queries' bytes, whether the calls carried them
 
     class Recording(ShardedSearcher):
         def _payload(self, queries):
             obj = super()._payload(queries)
-            sent.append((queries.nbytes, isinstance(obj, np.ndarray)))
+            sent.append((queries.nbytes, isinstance(obj, Utf8Queries)))
             return obj
 
     s = Recording(sharded, actors=2)
     try:
         one = open_retriever(one_path)
-        for queries in (MANY[:1], MANY * 40):  # one query; one round of 3,000 queries (~0.5 MB)
+        for queries in (MANY[:1], MANY * 80):  # one query; one round of 6,080 queries (~0.13 MB of UTF-8)
             assert_identical(s.search_batch(queries, 10), one.search_batch(queries, 10))
         assert [inline for _, inline in sent] == [True, False] and sent[0][0] <= 1 << 16 < sent[1][0]
     finally:

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import SsrError
 from ..pieces import Helpers
+from ..query_terms import Utf8Queries
 from ..retrieval import (
     BM25_B,
     BM25_K1,
@@ -110,7 +111,7 @@ class LocalSharded(BatchFirst):
         integer, ids = self.manifest.integer, self._ids
 
         def piece(chunk: list[str]) -> list[SearchResult]:  # the group's top k, its ids, its results
-            return merge_shards([self._worker._grouped(chunk, k)], len(chunk), k, integer, ids)
+            return merge_shards([[self._worker._grouped(chunk, k)]], len(chunk), k, integer, ids)
 
         # every step on the threads, as one index's batch: the ids and results too
         parts = self._worker.in_pieces(piece, queries, max_threads() if threads is None else threads)
@@ -199,6 +200,8 @@ class ShardedSearcher(BatchFirst):
         self._indexes: list[Any] = [None] * len(m.shards)
         self._ids = CollectionIds(self._id_table, self.bases)
         self.actors: list[Any] = [self._start(i) for i in range(n_actors)]
+        # id ranks travel only where the driver merges lists (one actor's list is final): 4 of 17 bytes a row
+        self._ranked = n_actors > 1
         # every shard opens (or a clear error) before the first query; an actor Ray cannot place
         # (too few CPUs left for actor_cpus) would wait for ever
         ready = [a.ready.remote() for a in self.actors]
@@ -264,9 +267,9 @@ class ShardedSearcher(BatchFirst):
         check_k(k)
         queries = list(queries)
         step = _ROUND_ALL if k is None else max(_ROUND_MIN, min(_ROUND_MAX, _ROUND_ROWS // k))
-        rounds = [np.array(queries[a : a + step], dtype=str) for a in range(0, len(queries), step)]
+        rounds = [Utf8Queries.of(queries[a : a + step]) for a in range(0, len(queries), step)]
         out: list[SearchResult] = []
-        sent: list[tuple[np.ndarray, Any, list[Any]]] = []
+        sent: list[tuple[Utf8Queries, Any, list[Any]]] = []
         for r in range(len(rounds) + _IN_FLIGHT):
             if r < len(rounds):
                 sent.append(self._scatter(rounds[r], k))
@@ -274,21 +277,21 @@ class ShardedSearcher(BatchFirst):
                 out += self._gather(*sent.pop(0), k)
         return out
 
-    def _scatter(self, queries: np.ndarray, k: int | None) -> tuple[np.ndarray, Any, list[Any]]:
+    def _scatter(self, queries: Utf8Queries, k: int | None) -> tuple[Utf8Queries, Any, list[Any]]:
         """Send one round to every actor: (queries, what the calls carry, the calls)."""
         obj = self._payload(queries)
-        return queries, obj, [a.search.remote(obj, k) for a in self.actors]
+        return queries, obj, [a.search.remote(obj, k, None, self._ranked) for a in self.actors]
 
-    def _payload(self, queries: np.ndarray) -> Any:
-        """The queries as the actors' calls take them: the array itself when small, else its object in Ray's
+    def _payload(self, queries: Utf8Queries) -> Any:
+        """The queries as the actors' calls take them: their UTF-8 itself when small, else its object in Ray's
         store (`_INLINE_BYTES`)."""
         return queries if queries.nbytes <= _INLINE_BYTES else self._ray.put(queries)
 
-    def _gather(self, queries: np.ndarray, obj: Any, refs: list[Any], k: int | None) -> list[SearchResult]:
+    def _gather(self, queries: Utf8Queries, obj: Any, refs: list[Any], k: int | None) -> list[SearchResult]:
         results, answered = [], []
         for i, ref in enumerate(refs):
             try:
-                results.append(self._call(i, "search", obj, k, ref=ref))
+                results.append(self._call(i, "search", obj, k, None, self._ranked, ref=ref))
             except _ShardFailed as exc:
                 if not self.allow_partial:
                     raise SsrError(f"{exc} (no partial results: pass allow_partial=True to accept them)") from None
@@ -296,19 +299,19 @@ class ShardedSearcher(BatchFirst):
             answered.append(i)
         if not results:
             raise SsrError(f"{self.root}: no shard answered")
-        merged = self.merge(results, queries.shape[0], k)
+        merged = self.merge(results, len(queries), k)
         if len(answered) == len(self.groups) and not self.allow_partial:
             return merged
         shards = tuple(s for i in answered for s in self.groups[i])
         missing = tuple(sorted(set(range(len(self.manifest.shards))) - set(shards)))
         return [ShardedResult(r.ids, r.scores, r.matches, r.docs, shards, missing) for r in merged]
 
-    def merge(self, results: list[Lists], nq: int, k: int | None) -> list[SearchResult]:
-        """The collection's top k of every query from the actors' lists (`merge_shards`)."""
+    def merge(self, results: list[list[Lists]], nq: int, k: int | None) -> list[SearchResult]:
+        """The collection's top k of every query from the actors' answers (`merge_shards`)."""
         return merge_shards(results, nq, k, self.manifest.integer, self._ids, self._helpers, max_threads())
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:
-        obj = self._payload(np.array(list(queries), dtype=str))
+        obj = self._payload(Utf8Queries.of(list(queries)))
         refs = [a.pool_sizes.remote(obj) for a in self.actors]
         sizes = [self._call(i, "pool_sizes", obj, ref=ref) for i, ref in enumerate(refs)]
         return np.sum(sizes, axis=0).astype(np.int64)

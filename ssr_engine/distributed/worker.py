@@ -1,11 +1,13 @@
 """What a Ray actor computes (`ShardWorker`: one shard or a group of shards) and how the driver merges
 the actors' answers (`merge_shards`); neither needs Ray, so both are tested in one process too.
 
-An actor returns its group's exact top k as flat arrays, 20 bytes a row: offsets, and per row its
-collection document number, score, matches and collection-wide id rank (`layout.id_ranks`). With the
-ranks the full key (score desc, matches desc, id asc) of every row is three numbers: the actor merges
-its shards and the driver the actors by them alone (`merge_ranked`), and the driver reads from the
-shards' id tables (mapped in the driver) the ids of the rows it keeps only.
+An actor returns its group's exact top k as flat arrays: offsets, and per row its collection document
+number, score, matches (one byte where they fit) and, when the driver merges several actors, the
+collection-wide id rank (`layout.id_ranks`): 17 bytes a row, 13 without ranks (Ray copies every byte into
+its object store, serially, ~0.75 ms a MB here: RESULTS.md). With the ranks the full key (score desc,
+matches desc, id asc) of every row is three numbers: the actor merges its shards and the driver the actors
+by them alone (`merge_ranked`); one actor's list is final as it comes. The driver reads from the shards' id
+tables (mapped in the driver) the ids of the rows it keeps only.
 
 A group's shards are searched as one (method ssr with a k and id ranks: `kernels.shards.search_group`, one
 GIL-free call a piece of queries): per query shard after shard, each through `probe`, the single index's
@@ -21,7 +23,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -37,19 +39,25 @@ from ..kernels.query import found_in, signals
 from ..kernels.shards import prepare_group, search_group
 from ..parts import GlobalStats, Part, gather_ids, merge_results
 from ..parts_search import PartsSearcher
-from ..pieces import Helpers
-from ..query_terms import lookup_args, signal_args, utf8
+from ..pieces import Helpers, guided
+from ..query_terms import Utf8Queries, lookup_args, signal_args, utf8
 from ..retrieval import SearchResult, check_threads, max_threads, numba_threads, split_results
 from ..validate import VOCAB_BLOCK_SHIFT, checked_blocks, kernel_guard
 from . import layout
 
 T = TypeVar("T")
-# per row: (offsets int64[Q + 1], docs, scores float64, matches int32, id ranks uint32 (empty: none))
+Q = TypeVar("Q", bound=list[str] | Utf8Queries)
+# a batch of queries: texts (a list, an array of str), or their UTF-8 as the driver sends them
+Queries = Sequence[str] | np.ndarray | Utf8Queries
+# (offsets int64[Q + 1], and per row docs uint32, scores float64, matches uint8 or int32, id ranks uint32 (empty:
+# none asked for, or an index without them))
 Lists = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-# queries per piece a thread takes at a time (`_pieces`): at least _PIECE[0] (each piece is a few kernel
-# calls), aiming at _PIECE[1] pieces per thread (balance: 6,980 queries at K=1000 in process under
-# load took 0.80x the CPU time of 4 pieces a thread)
-_PIECE = (16, 16)
+# queries per piece a thread takes at a time (`in_pieces`, `pieces.guided`: big first, small last): at least
+# _PIECE[0] (each piece is a few kernel calls), at most _PIECE[1]. A piece looks each of its distinct signals
+# up once per shard and reads each term's span once: pieces of 6,980 / 32 queries cost 1.13-1.20x the CPU
+# time of one piece; guided pieces up to 1,024 took 2 threads 0.86 of the single index's time in process at
+# K=10, 16 even pieces a thread 0.73-0.78 (RESULTS.md)
+_PIECE = (16, 1024)
 # an order of the shards for every query instead of each query's own (`kernels.shards.search_group`; tests)
 _FIXED_ORDER = np.zeros(0, dtype=np.int64)
 # whether queries may run one set of levels over a group's shards (`kernels.shards.search_group`; tests)
@@ -59,6 +67,10 @@ _RULE = np.asarray(RULE_PARTS, dtype=np.float64)
 # rows of one piece of the driver's merge (`merge_shards`): a piece's ids (<U7 at 8.8M: 28 bytes a row) stay
 # under NumPy's 4 MB huge-page threshold; a K=1000 round's arrays as one piece took 3-6x longer (RESULTS.md)
 _MERGE_ROWS = 1 << 16
+# rows from which one actor's answer gets its ids and results on the driver's threads: the threads gain on the
+# ids' fresh pages (GIL-free) and lose on the results (Python objects, GIL): at 6,980 queries 2 threads took
+# 103 ms against 239 at K=1000 (4.7M rows), 22 against 26 at K=100, 22 against 8.5 at K=10 (RESULTS.md)
+_THREADED_ROWS = 1 << 18
 
 
 class ShardWorker:
@@ -156,42 +168,45 @@ class ShardWorker:
     def ready(self) -> int:
         return os.getpid()
 
-    def search(self, queries: np.ndarray, k: int | None, threads: int | None = None) -> Lists:
-        """The group's top k of every query: (offsets int64[Q + 1], docs uint32 (collection numbers),
-        scores float64, matches int32, id ranks uint32 (empty for an index without them)): 20 bytes a
-        row; the driver reads the ids of the rows it keeps from the shards' id tables itself.
-        `threads`: this call's (default: the worker's)."""
+    def search(self, queries: Queries, k: int | None, threads: int | None = None, ranks: bool = True) -> list[Lists]:
+        """The group's top k of every query, in pieces of consecutive queries (as the threads took them: not
+        joined, since joining was a serial copy of every row and Ray copies each piece into its store
+        anyway), each (offsets int64[q + 1], docs uint32 (collection numbers), scores float64, matches
+        (uint8 when every one fits, else int32), id ranks uint32 (empty when not `ranks` or for an index
+        without them)); the driver reads the ids of the rows it keeps from the shards' id tables itself.
+        `queries`: texts, or their UTF-8 (what the driver sends: `query_terms.Utf8Queries`); `threads`: this
+        call's (default: the worker's); `ranks`: whether the driver merges this answer with others (one
+        actor's is final without them)."""
         check_threads(threads)
         threads = self.threads if threads is None else threads
         if self.searcher.method == "ssr" and k is not None and self.ranks is not None:
-            offsets, docs, scores, matches, ranks = self._pieces(queries.tolist(), k, threads)
+            got = self._pieces(queries if isinstance(queries, Utf8Queries) else list(queries), k, threads)
         else:
             with numba_threads(threads, len(queries)):
-                offsets, docs, scores, matches = self._parts(queries.tolist(), k)
-            ranks = np.zeros(0, np.uint32) if self.ranks is None else self._ranks_of(docs)
-        return offsets, docs.astype(np.uint32), scores, matches, ranks
+                offsets, docs, scores, matches = self._parts(texts(queries), k)
+            rank = np.zeros(0, np.uint32) if self.ranks is None or not ranks else self._ranks_of(docs)
+            got = [(offsets, docs, scores, matches, rank)]
+        none = np.zeros(0, np.uint32)
+        return [(o, d.astype(np.uint32), s, _narrow(m), r if ranks else none) for o, d, s, m, r in got]
 
-    def in_pieces(self, fn: Callable[[list[str]], T], queries: list[str], threads: int) -> list[T]:
-        """fn(piece) for pieces of the queries on `threads` threads (`pieces.Helpers`), in order; each
-        thread with one Numba thread, so the steps between the kernel calls run in parallel too."""
-        size = max(_PIECE[0], -(-len(queries) // (_PIECE[1] * threads)))
+    def in_pieces(self, fn: Callable[[Q], T], queries: Q, threads: int) -> list[T]:
+        """fn(piece) for pieces of the queries on `threads` threads (`pieces.Helpers`, `pieces.guided`), in
+        order; each thread with one Numba thread, so the steps between the kernel calls run in parallel too."""
+        spans = guided(len(queries), threads, _PIECE[0], _PIECE[1])
 
-        def one(piece: list[str]) -> T:
+        def one(piece: Q) -> T:
             with numba_threads(1):
                 return fn(piece)
 
-        return self._helpers.map(one, [queries[a : a + size] for a in range(0, len(queries), size)], threads)
+        return self._helpers.map(one, [cast(Q, queries[a:b]) for a, b in spans], threads)
 
-    def _pieces(self, queries: list[str], k: int, threads: int) -> Lists:
-        """`_grouped` in pieces (`in_pieces`), joined."""
+    def _pieces(self, queries: list[str] | Utf8Queries, k: int, threads: int) -> list[Lists]:
+        """`_grouped` in pieces (`in_pieces`), in query order."""
         if threads == 1 or len(queries) <= _PIECE[0]:
-            return self._grouped(queries, k)
-        got = self.in_pieces(lambda piece: self._grouped(piece, k), queries, threads)
-        firsts = np.cumsum([0] + [g[1].shape[0] for g in got[:-1]])
-        offsets = np.concatenate([np.zeros(1, np.int64)] + [g[0][1:] + f for g, f in zip(got, firsts, strict=True)])
-        return (offsets, *(np.concatenate([g[c] for g in got]) for c in (1, 2, 3, 4)))  # type: ignore[return-value]
+            return [self._grouped(queries, k)]
+        return self.in_pieces(lambda piece: self._grouped(piece, k), queries, threads)
 
-    def prepare(self, queries: list[str]) -> tuple[np.ndarray, ...]:
+    def prepare(self, queries: list[str] | Utf8Queries) -> tuple[np.ndarray, ...]:
         """The queries' terms as `kernels.shards.search_group` takes them, weighed by the collection's df:
         one GIL-free call (`kernels.shards.prepare_group`: the signals once, each shard's look-up, the
         collection's df, `kernels.part_terms.arrange` per shard and over the group), or its steps from
@@ -200,7 +215,7 @@ class ShardWorker:
         Returns (q_offs int64[S, Q + 1], q_terms, q_weights, g_off int64[Q + 1], g_terms int64[S, A],
         g_weights, each entry's signal number (the shards' entries, then the group's), each signal's df
         per shard int64[S, n])."""
-        data, q_offsets = utf8(queries)
+        data, q_offsets = (queries.data, queries.offsets) if isinstance(queries, Utf8Queries) else utf8(queries)
         n_shards = len(self.indexes)
         if self._group_args is not None:  # one GIL-free call
             bad, arranged, own = prepare_group(data, q_offsets, *self._group_args)
@@ -215,7 +230,7 @@ class ShardWorker:
         return (q_offs, f_terms[:a], f_weights[:a], offsets[n_shards], shared, f_weights[a:], f_sel, own)
 
     def _found_per_shard(self, data: np.ndarray, q_offsets: np.ndarray,
-                         queries: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
+                         queries: Queries) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
         """`prepare`'s look-up from Python, for shards of different key rules or array types: the signals
         made once per hash setting, each shard's vocabulary searched through its key directory (`found_in`;
         one search of a union of the shards' vocabularies a signal cost more, RESULTS.md). Returns (terms
@@ -244,9 +259,9 @@ class ShardWorker:
             df[known] = self._lookup_args[j][8][t[known]]  # the collection's df: the same in every shard
         return found, own, df, sig
 
-    def _corrupt_terms(self, queries: list[str], ix: Index) -> None:
+    def _corrupt_terms(self, queries: Queries, ix: Index) -> None:
         """A shard's vocabulary or term offsets failed a check: the long way names the file and entry at fault."""
-        self.searcher.query_terms(queries)
+        self.searcher.query_terms(texts(queries))
         raise IndexFormatError(f"{ix.path}: a vocabulary or term offsets check failed (corrupt index; rebuild it)")
 
     def terms(self, queries: list[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
@@ -260,7 +275,7 @@ class ShardWorker:
             out.append((q_offs[s] - a, q_terms[a:b], q_weights[a:b], own[s, sel[a:b]]))
         return out
 
-    def _grouped(self, queries: list[str], k: int) -> Lists:
+    def _grouped(self, queries: list[str] | Utf8Queries, k: int) -> Lists:
         """The group's top k of the queries in one GIL-free call on the calling thread (`kernels.shards.
         search_group`: one set of levels over the shards, or shard after shard behind the bar of the
         group's top k so far), so pieces on threads run in parallel."""
@@ -312,8 +327,8 @@ class ShardWorker:
             out[where] = self.ranks[j][docs[where] - self.bases[j]]  # type: ignore[index]
         return out
 
-    def pool_sizes(self, queries: np.ndarray) -> np.ndarray:
-        return self.searcher.pool_sizes(queries.tolist(), threads=self.threads)
+    def pool_sizes(self, queries: Queries) -> np.ndarray:
+        return self.searcher.pool_sizes(texts(queries), threads=self.threads)
 
     def internal_id(self, doc_id: str) -> int | None:
         """The collection number of the document with id `doc_id` when one of these shards holds it."""
@@ -335,16 +350,33 @@ class ShardWorker:
             ix.close()
 
 
-def merge_ranked(lists: Sequence[Lists], k: int | None) -> tuple[np.ndarray, np.ndarray | None, list[np.ndarray]]:
+def texts(queries: Queries) -> list[str]:
+    """The queries as a list of str."""
+    return queries.texts() if isinstance(queries, Utf8Queries) else [str(q) for q in queries]
+
+
+def _narrow(matches: np.ndarray) -> np.ndarray:
+    """Matches (counts) in one byte where every one fits: 4 of an actor's 17 bytes a row become 1."""
+    return matches.astype(np.uint8) if matches.shape[0] and matches.max() < 256 else matches
+
+
+def join(pieces: Sequence[Lists]) -> Lists:
+    """Pieces of consecutive queries (`ShardWorker.search`'s) as one list; matches int32."""
+    if len(pieces) == 1:
+        return pieces[0]
+    firsts = np.cumsum([0] + [g[1].shape[0] for g in pieces[:-1]])
+    offsets = np.concatenate([np.zeros(1, np.int64)] + [g[0][1:] + f for g, f in zip(pieces, firsts, strict=True)])
+    return (offsets, *(np.concatenate([g[c] for g in pieces], dtype=t)  # type: ignore[return-value]
+                       for c, t in ((1, None), (2, None), (3, np.int32), (4, None))))
+
+
+def merge_ranked(lists: Sequence[Lists], k: int | None) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Ranked lists with id ranks merged by the full key (`kernels.merge.merge_keyed`): (offsets int64[Q + 1],
-    the chosen rows (None: every row, in order), the lists' columns docs, scores, matches, ranks end to end,
-    which the rows index)."""
-    if len(lists) == 1 and (k is None or not lists[0][0].shape[0] > 1 or np.diff(lists[0][0]).max() <= k):
-        return lists[0][0], None, list(lists[0][1:])  # merged already (one actor): no gather
+    the chosen rows, the lists' columns docs, scores, matches int32, ranks end to end, which the rows index)."""
     first = np.cumsum([0] + [r[1].shape[0] for r in lists]).astype(np.int64)  # each list's first row
     starts = np.stack([r[0][:-1] + first[j] for j, r in enumerate(lists)], axis=1)
     ends = np.stack([r[0][1:] + first[j] for j, r in enumerate(lists)], axis=1)
-    cols = [np.concatenate([r[c] for r in lists]) for c in (1, 2, 3, 4)]
+    cols = [np.concatenate([r[c] for r in lists], dtype=t) for c, t in ((1, None), (2, None), (3, np.int32), (4, None))]
     offsets, rows = merge_keyed(starts, ends, cols[1], cols[2], cols[3], 0 if k is None else k)
     return offsets, rows, cols
 
@@ -401,47 +433,64 @@ class CollectionIds:
         return self._table
 
 
-def merge_shards(results: Sequence[Lists], nq: int, k: int | None, integer: bool, ids: CollectionIds,
+def merge_shards(results: Sequence[Sequence[Lists]], nq: int, k: int | None, integer: bool, ids: CollectionIds,
                  helpers: Helpers | None = None, threads: int = 1) -> list[SearchResult]:
-    """The collection's top k of every query from the actors' lists (`ShardWorker.search`'s arrays).
+    """The collection's top k of every query from the actors' answers (`ShardWorker.search`'s pieces).
 
-    With id ranks the full key is (score, matches, rank): one numeric k-way merge per query
-    (`merge_ranked`), then the ids of the chosen rows only. Without them (an index built before they
-    existed), `parts.merge_results`, which reads ids where (score, matches) tie. The queries go in pieces
-    of at most `_MERGE_ROWS` rows, so no piece's arrays reach NumPy's huge-page size; one actor's pieces
-    (ids and results only) go on `threads` threads of `helpers`, one Numba thread each.
+    One actor's answer is final: each piece's rows get their ids and become results. Several actors'
+    answers are joined per actor and merged: with id ranks by the full key (score, matches, rank), one
+    numeric k-way merge per query (`merge_ranked`), then the ids of the chosen rows only; without them (an
+    index built before they existed), by `parts.merge_results`, which reads ids where (score, matches)
+    tie. The queries go in spans of at most `_MERGE_ROWS` rows, so no span's arrays reach NumPy's
+    huge-page size; one actor's spans (ids and results only) go on `threads` threads of `helpers`, one Numba
+    thread each.
     """
-    ends = np.sum([r[0][1:] for r in results], axis=0) if nq else np.zeros(0, np.int64)
-    cuts = np.unique(np.searchsorted(ends, np.arange(_MERGE_ROWS, int(ends[-1]) if nq else 0, _MERGE_ROWS),
-                                     side="right"))
-    spans = [(a, b) for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), nq], strict=True) if b > a] or [(0, nq)]
-    # threads for one actor's ranked lists only: other lists merge in parallel kernels (`merge_keyed`,
+    for answer in results:  # (a protocol check: each actor answers every query, once)
+        if sum(p[0].shape[0] - 1 for p in answer) != nq:
+            raise SsrError(f"an actor answered {sum(p[0].shape[0] - 1 for p in answer)} queries, not {nq}")
+    if len(results) == 1:
+        jobs = [([piece], a, b) for piece in results[0] for a, b in _spans([piece])]
+    else:
+        lists = [join(r) for r in results]
+        jobs = [(lists, a, b) for a, b in _spans(lists)]
+    # threads for one actor's answer only: several lists merge in parallel kernels (`merge_keyed`,
     # `parts.merge_results`), which Numba's workqueue threading layer (a machine without OpenMP or TBB) must
-    # not be entered by two threads at once
-    ranked_one = len(results) == 1 and results[0][4].shape[0] == results[0][1].shape[0]
-    if helpers is None or threads == 1 or len(spans) == 1 or not ranked_one:
-        return [r for a, b in spans for r in _merge_span(results, a, b, k, integer, ids)]
+    # not be entered by two threads at once; and for many rows only (`_THREADED_ROWS`)
+    rows = sum(int(p[0][-1]) for p in results[0])
+    if helpers is None or threads == 1 or len(jobs) == 1 or len(results) > 1 or rows < _THREADED_ROWS:
+        return [r for job in jobs for r in _merge_span(*job, k, integer, ids)]
 
-    def one(span: tuple[int, int]) -> list[SearchResult]:
+    def one(job: tuple[list[Lists], int, int]) -> list[SearchResult]:
         with numba_threads(1):
-            return _merge_span(results, span[0], span[1], k, integer, ids)
+            return _merge_span(*job, k, integer, ids)
 
-    return [r for part in helpers.map(one, spans, threads) for r in part]
+    return [r for part in helpers.map(one, jobs, threads) for r in part]
+
+
+def _spans(lists: Sequence[Lists]) -> list[tuple[int, int]]:
+    """Spans [a, b) of the lists' queries (all of them, in order) of at most `_MERGE_ROWS` rows (or one query)."""
+    nq = lists[0][0].shape[0] - 1
+    if nq <= 0:
+        return [(0, max(0, nq))]
+    ends = np.sum([r[0][1:] for r in lists], axis=0)
+    cuts = np.unique(np.searchsorted(ends, np.arange(_MERGE_ROWS, int(ends[-1]), _MERGE_ROWS), side="right"))
+    return [(a, b) for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), nq], strict=True) if b > a]
 
 
 def _merge_span(results: Sequence[Lists], a: int, b: int, k: int | None, integer: bool,
                 ids: CollectionIds) -> list[SearchResult]:
-    """`merge_shards` of queries a..b-1: the lists' rows of those queries (views), merged."""
+    """`merge_shards` of queries a..b-1 of the lists: their rows (views), merged."""
     lists: list[Lists] = []
     for o, d, s, m, r in results:
         lo, hi = int(o[a]), int(o[b])
         lists.append((o[a : b + 1] - lo, d[lo:hi], s[lo:hi], m[lo:hi], r[lo:hi] if r.shape[0] else r))
+    if len(lists) == 1:  # one actor's answer is final (its shards merged by the full key): copies of its columns
+        _, d, s, m, _ = lists[0]  # (which may be read-only views of Ray's store)
+        docs, scores, matches = d.astype(np.int64), s.copy(), m.astype(np.int32)
+        return split_results(lists[0][0], ids(docs), docs, scores, matches)
     if not all(r[4].shape[0] == r[1].shape[0] for r in lists):
-        return merge_results([(o, d.astype(np.int64), s, m) for o, d, s, m, _ in lists],
+        return merge_results([(o, d.astype(np.int64), s, m.astype(np.int32)) for o, d, s, m, _ in lists],
                              lambda j, rows: ids(lists[j][1][rows].astype(np.int64)), b - a, k, integer)
     offsets, rows, (docs, scores, matches, _) = merge_ranked(lists, k)
-    if rows is None:  # copies (an actor's arrays may be read-only views of Ray's store), not gathers
-        docs, scores, matches = docs.astype(np.int64), scores.copy(), matches.copy()
-    else:
-        docs, scores, matches = docs[rows].astype(np.int64), scores[rows], matches[rows]
+    docs, scores, matches = docs[rows].astype(np.int64), scores[rows], matches[rows]
     return split_results(offsets, ids(docs), docs, scores, matches)
