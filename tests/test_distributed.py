@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import tempfile
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -163,6 +164,52 @@ def test_duplicate_id_across_shards_names_file_and_both_lines(tmp_path: Path) ->
     assert exc.value.path == str(path) and exc.value.line == 81
     assert "first at line 11" in str(exc.value)
     assert not (tmp_path / "s").exists()  # created by the build, removed with what it wrote
+
+
+def test_a_hash_collision_across_shards_reseeds_every_shard(tmp_path: Path) -> None:
+    """Two shards whose own signals hash apart but collide with each other's (a deliberately narrow hash): the
+    weight table's reduction finds it (`layout.global_tables`), every shard is rebuilt with the next seed, and the
+    sharded index answers as one index over the file."""
+    from ssr_engine import ReferenceIndex
+    from ssr_engine.format import open_index
+    from ssr_engine.hashing import signal_hash
+
+    # equal lines, each shard's words its own: the byte split puts the first half in shard 0
+    docs = [(f"{i:03d}", f"a{i % 20:02d} a{(i * 7) % 20:02d}") for i in range(40)]
+    docs += [(f"{i:03d}", f"b{i % 20:02d} b{(i * 7) % 20:02d}") for i in range(40, 80)]
+
+    def signal_set(part: list[tuple[str, str]]) -> set[str]:
+        return set(ReferenceIndex.from_texts([d for d, _ in part], [t for _, t in part]).df)
+
+    halves = signal_set(docs[:40]), signal_set(docs[40:])
+    union = sorted(halves[0] | halves[1])
+    full = {seed: {x: signal_hash(x, seed, 64) for x in union} for seed in range(400)}
+
+    def collides(signals: Iterable[str], seed: int, bits: int) -> bool:
+        keys = [full[seed][x] & ((1 << bits) - 1) for x in signals]
+        return len(set(keys)) < len(keys)
+
+    # a narrow width and a first seed at which the halves collide with each other only, a later seed clean
+    bits, first = next((b, x) for b in range(10, 20) for x in range(392) if collides(union, x, b)
+                       and not any(collides(h, x, b) for h in halves)
+                       and not all(collides(union, x + y, b) for y in range(8)))
+    clean = next(first + y for y in range(8) if not collides(union, first + y, bits))
+    path = write_tsv(tmp_path / "c.tsv", docs)
+    build_index(path, tmp_path / "one", hash_bits=bits, quiet=True)
+    build_sharded(path, tmp_path / "s", 2, runner="inline", hash_bits=bits, hash_seed=first, quiet=True)
+    m = read_manifest(tmp_path / "s")
+    assert m.build["hash_seed"] == clean and clean in m.build["reseeded"]
+    for j, entry in enumerate(m.shards):  # the split the test assumes: shard j holds half j
+        ix = open_index(tmp_path / "s" / entry.name)
+        try:
+            assert ix.ids_of(np.arange(ix.n_docs)).tolist() == [d for d, _ in docs[40 * j : 40 * (j + 1)]]
+            assert ix.settings.hash.seed == clean
+        finally:
+            ix.close()
+    queries = ["a01 a07", "b03", "a05 b05", "b00 b07 a14"]
+    for k in (1, 5, None):
+        assert_identical(open_local(tmp_path / "s").search_batch(queries, k),
+                         open_retriever(tmp_path / "one").search_batch(queries, k))
 
 
 def test_bad_line_in_a_later_shard_names_its_line_in_the_file(tmp_path: Path) -> None:

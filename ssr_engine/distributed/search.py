@@ -5,13 +5,13 @@ matches and document numbers alike.
 
 Each shard is a `parts.Part` with the index's `GlobalStats` (N, BM25 tokens and the shard's slice of
 the weight table), so no statistics travel at query time.
-Through Ray, the driver sends a round's query texts as a NumPy string array (smaller than their
-signals): inside the calls when small, else put in the object store once for every actor. Every actor
-(`worker.ShardWorker`) returns its group's exact top-k as flat arrays (its shards searched one after
-another, each behind the bar of the top k so far; per row its collection number, score, matches and
-collection-wide id rank: 20 bytes), and the driver merges them by the full key as numbers
-(`worker.merge_shards`), reading from the shards' id tables (mapped in the driver, which sees the index
-directory as the actors do) only the ids of the rows it keeps.
+Through Ray, the driver sends a round's queries as their UTF-8 (`query_terms.Utf8Queries`): inside the
+calls when small, else put in the object store once for every actor. Every actor (`worker.ShardWorker`)
+returns its group's exact top-k in pieces of flat arrays (per row its collection number, score, matches in
+a byte and, when several actors answer, the collection-wide id rank: 13 or 17 bytes), and the driver
+merges several actors' by the full key as numbers (`worker.merge_shards`; one actor's answer is final),
+reading from the shards' id tables (mapped in the driver, which sees the index directory as the actors
+do) only the ids of the rows it keeps.
 Rounds are bounded and two are in flight: actors search while the driver merges.
 Document numbers are collection-wide: shard i's first number is the sum of the earlier shards'
 sizes, which for a file split into byte ranges is the document's position in the file.
