@@ -58,17 +58,23 @@ class TermTable:
             return np.ascontiguousarray(hashes, dtype=np.uint64)
         return vocab_keys(hashes, self.settings.hash.bits)
 
-    def hashes(self, chunk: int = 1 << 20) -> np.ndarray:
-        """Every term's full signal hash, uint64[V] (format 4 keeps 32 bits: hashed again from the strings)."""
-        from .hashing import hash_mask, hash_spans
+    def hashes(self) -> np.ndarray:
+        """Every term's full signal hash, uint64[V]. Format 4 keeps 32 bits of it in the vocabulary: hashed
+        again from the strings, read through their codes (`kernels.strings.term_hashes`, which checks every
+        term's string entries: a corrupt one is an `IndexFormatError` naming the file)."""
+        from .hashing import hash_mask
+        from .kernels.strings import term_hashes
+        from .validate import check_terms
 
         if self.vocab.dtype == np.uint64:
             return np.asarray(self.vocab)
         h = self.settings.hash
-        out = np.empty(self.n_terms, dtype=np.uint64)
-        for lo in range(0, self.n_terms, chunk):
-            offsets, data = self.strings_of(np.arange(lo, min(lo + chunk, self.n_terms)))
-            out[lo : lo + offsets.shape[0] - 1] = hash_spans(data, offsets, np.uint64(h.seed), hash_mask(h.bits))
+        out, bad = term_hashes(self.signal_bytes.view(np.ndarray), self.signal_offsets.view(np.ndarray),
+                               self.signal_codes.view(np.ndarray), self.string_bits, self.n_terms, np.uint64(h.seed),
+                               hash_mask(h.bits))
+        if bad >= 0:
+            check_terms(self._index, np.array([bad], dtype=np.int64))  # names the file and the entries at fault
+            raise IndexFormatError(f"{self.path}: term {bad}'s string is out of range (corrupt index; rebuild it)")
         return out
 
     def term_of(self, signal: str) -> int:

@@ -212,6 +212,54 @@ def test_a_hash_collision_across_shards_reseeds_every_shard(tmp_path: Path) -> N
                          open_retriever(tmp_path / "one").search_batch(queries, k))
 
 
+def test_term_strings_compare_through_their_codes_as_strings(tmp_path: Path) -> None:
+    """`kernels.strings.terms_equal` (the weight table's collision check) is string equality of the two shards'
+    terms, for every pair of a sample: literal and pair terms, equal lengths, shared and own signals."""
+    from ssr_engine.format import open_index
+    from ssr_engine.kernels.strings import terms_equal
+
+    path = write_tsv(tmp_path / "c.tsv", random_docs(31, 120, "int"))
+    build_sharded(path, tmp_path / "s", 2, runner="inline", quiet=True)
+    m = read_manifest(tmp_path / "s")
+    a, b = (open_index(tmp_path / "s" / e.name) for e in m.shards)
+    try:
+        rng = np.random.default_rng(3)
+        sa, sb = [a.signal(t) for t in range(a.n_terms)], [b.signal(t) for t in range(b.n_terms)]
+        where = {x: j for j, x in enumerate(sb)}
+        shared = [(i, where[x]) for i, x in enumerate(sa) if x in where]
+        pairs = np.array(shared + list(zip(rng.integers(0, a.n_terms, 400).tolist(),
+                                           rng.integers(0, b.n_terms, 400).tolist(), strict=True)), dtype=np.int64)
+        got = terms_equal(a.signal_bytes.view(np.ndarray), a.signal_offsets.view(np.ndarray),
+                          a.signal_codes.view(np.ndarray), a.string_bits, pairs[:, 0],
+                          b.signal_bytes.view(np.ndarray), b.signal_offsets.view(np.ndarray),
+                          b.signal_codes.view(np.ndarray), b.string_bits, pairs[:, 1])
+        assert got.tolist() == [sa[i] == sb[j] for i, j in pairs.tolist()]
+        assert len(shared) > 20 and not got[len(shared):].all()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_term_strings_of_different_shapes_compare_byte_by_byte() -> None:
+    """A literal term against a pair with the same string, and pairs split at other places: `terms_equal`'s slow
+    way (the same shapes compare part by part)."""
+    from ssr_engine.kernels.packed import pack
+    from ssr_engine.kernels.strings import string_bits, terms_equal
+
+    words = ["ab", "c", "ab c", "a", "b c", "abc"]
+    table = np.frombuffer("".join(words).encode(), dtype=np.uint8)
+    offsets = np.concatenate([[0], np.cumsum([len(w) for w in words])]).astype(np.int64)
+    bits = string_bits(len(words))
+    lit = (1 << bits) - 1
+    # terms: "ab c" literal, "ab" + "c", "a" + "b c", "abc" literal, "ab" literal
+    entries = [(2, lit), (0, 1), (3, 4), (5, lit), (0, lit)]
+    codes = pack(np.array([left | right << bits for left, right in entries], dtype=np.uint64), 2 * bits)
+    strings = ["ab c", "ab c", "a b c", "abc", "ab"]
+    pairs = np.array([(i, j) for i in range(5) for j in range(5)], dtype=np.int64)
+    got = terms_equal(table, offsets, codes, bits, pairs[:, 0], table, offsets, codes, bits, pairs[:, 1])
+    assert got.tolist() == [strings[i] == strings[j] for i, j in pairs.tolist()]
+
+
 def test_bad_line_in_a_later_shard_names_its_line_in_the_file(tmp_path: Path) -> None:
     docs = random_docs(4, 100)
     path = write_tsv(tmp_path / "c.tsv", docs)

@@ -258,25 +258,39 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
     """The weight table's slices (global df of each shard's terms) and the cross-shard hash collisions found.
 
     Shards share the hash seed, so one signal has one hash everywhere; a hash held by two shards
-    is one signal only when its strings agree (a collision is reported, never summed). One merge
-    pass per pair of shards (`kernels.shards.match_sorted`).
+    is one signal only when its strings agree (a collision is reported, never summed). Each shard's full
+    hashes once (on the cores: the kernels release the GIL), then one merge pass per pair of shards
+    (`kernels.shards.match_sorted`) and the shared hashes' strings compared through their codes
+    (`kernels.strings.terms_equal`; gathering them per pair and hashing from gathered strings took 41.5 s
+    of the 8.8M sharded build: RESULTS.md).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from ..kernels.shards import match_sorted
-    from ..kernels.spans import spans_equal
+    from ..kernels.strings import first_unsound_range, terms_equal
+
+    def checked_hashes(ix: Index) -> np.ndarray:
+        hashes = ix.hashes()  # full hashes (format 4's vocabulary keeps 32 bits of them; this checks the strings)
+        if ix.vocab.dtype == np.uint64:  # (not hashed again: the strings' entries checked here instead)
+            bad = first_unsound_range(ix.signal_offsets.view(np.ndarray), ix.signal_bytes.shape[0],
+                                      ix.signal_codes.view(np.ndarray), ix.string_bits, 0, ix.n_terms)
+            if bad >= 0:
+                ix.strings_of(np.array([bad], dtype=np.int64))  # raises, naming the file
+        return hashes
 
     tables = [ix.df().astype(np.int64) for ix in indexes]
     own = [t.copy() for t in tables]
     collisions: list[str] = []
-    hashes = [ix.hashes() for ix in indexes]  # full hashes (format 4's vocabulary keeps 32 bits of them)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(indexes), os.cpu_count() or 1))) as pool:
+        hashes = list(pool.map(checked_hashes, indexes))
+    strings = [(ix.signal_bytes.view(np.ndarray), ix.signal_offsets.view(np.ndarray),
+                ix.signal_codes.view(np.ndarray), ix.string_bits) for ix in indexes]
     for s in range(len(indexes)):
         for t in range(s + 1, len(indexes)):
             a, b = indexes[s], indexes[t]
             pos = match_sorted(hashes[s], hashes[t])
             hit = np.flatnonzero(pos >= 0)
-            a_off, a_data = a.strings_of(hit)  # checked first: open checks only the offsets' ends
-            b_off, b_data = b.strings_of(pos[hit])
-            every = np.arange(hit.shape[0], dtype=np.int64)
-            same = spans_equal(a_data, a_off, every, b_data, b_off, every)
+            same = terms_equal(*strings[s], hit, *strings[t], pos[hit])
             if not same.all():
                 i = int(hit[np.flatnonzero(~same)[0]])
                 collisions.append(f"{a.signal(i)!r} ({a.path}) and {b.signal(int(pos[i]))!r} ({b.path}) share "
