@@ -21,6 +21,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -225,7 +226,12 @@ def _build(root: Path, generation: int, pieces: list[_Piece], fmt: str, runner: 
 
         indexes = [open_index(root / names[i]) for i in kept]
         try:
-            tables, collisions = layout.global_tables(indexes)
+            # the ids' checks and ranks need no weights: on a thread of their own beside the table's reduction
+            # (Arrow and NumPy release the GIL); the pool's exit waits for them before the indexes close
+            with ThreadPoolExecutor(max_workers=1) as aside:
+                ids_work = aside.submit(_ranked_ids, indexes, [pieces[i] for i in kept], fmt, options)
+                tables, collisions = layout.global_tables(indexes)
+                ranks = None if collisions else ids_work.result()  # (a duplicate id: its error, as before)
             if collisions:
                 if len(seeds_tried) >= MAX_SEED_ATTEMPTS:
                     raise SsrError(f"{root}: signal hash collisions across shards under {MAX_SEED_ATTEMPTS} seeds; "
@@ -237,8 +243,7 @@ def _build(root: Path, generation: int, pieces: list[_Piece], fmt: str, runner: 
                     print(f"ssr: hash collision across shards ({collisions[0]}); rebuilding with seed {seed}",
                           file=sys.stderr)
                 continue
-            _check_unique_ids(indexes, [pieces[i] for i in kept], fmt, options)
-            ranks = layout.id_ranks(indexes, layout.integer_ids(indexes))
+            assert ranks is not None
             entries = []
             for j, i in enumerate(kept):
                 wname, rname = layout.weights_name(generation, i), layout.ranks_name(generation, i)
@@ -261,6 +266,12 @@ def _build(root: Path, generation: int, pieces: list[_Piece], fmt: str, runner: 
         finally:
             for ix in indexes:
                 ix.close()
+
+
+def _ranked_ids(indexes: list, pieces: list[_Piece], fmt: str, options: dict[str, Any]) -> list[np.ndarray]:
+    """`_check_unique_ids`, then the shards' id ranks (`layout.id_ranks`)."""
+    _check_unique_ids(indexes, pieces, fmt, options)
+    return layout.id_ranks(indexes, layout.integer_ids(indexes))
 
 
 def _check_unique_ids(indexes: list, pieces: list[_Piece], fmt: str, options: dict[str, Any]) -> None:

@@ -259,10 +259,10 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
 
     Shards share the hash seed, so one signal has one hash everywhere; a hash held by two shards
     is one signal only when its strings agree (a collision is reported, never summed). Each shard's full
-    hashes once (on the cores: the kernels release the GIL), then one merge pass per pair of shards
-    (`kernels.shards.match_sorted`) and the shared hashes' strings compared through their codes
-    (`kernels.strings.terms_equal`; gathering them per pair and hashing from gathered strings took 41.5 s
-    of the 8.8M sharded build: RESULTS.md).
+    hashes once, then per pair of shards one merge pass (`kernels.shards.match_sorted`) and the shared
+    hashes' strings compared through their codes (`kernels.strings.terms_equal`), both on the cores (the
+    kernels release the GIL). Gathering the strings per pair and hashing from gathered strings took 41.5 s
+    of the 8.8M sharded build (RESULTS.md).
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -281,23 +281,30 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
     tables = [ix.df().astype(np.int64) for ix in indexes]
     own = [t.copy() for t in tables]
     collisions: list[str] = []
-    with ThreadPoolExecutor(max_workers=max(1, min(len(indexes), os.cpu_count() or 1))) as pool:
-        hashes = list(pool.map(checked_hashes, indexes))
     strings = [(ix.signal_bytes.view(np.ndarray), ix.signal_offsets.view(np.ndarray),
                 ix.signal_codes.view(np.ndarray), ix.string_bits) for ix in indexes]
-    for s in range(len(indexes)):
-        for t in range(s + 1, len(indexes)):
-            a, b = indexes[s], indexes[t]
-            pos = match_sorted(hashes[s], hashes[t])
-            hit = np.flatnonzero(pos >= 0)
-            same = terms_equal(*strings[s], hit, *strings[t], pos[hit])
-            if not same.all():
-                i = int(hit[np.flatnonzero(~same)[0]])
-                collisions.append(f"{a.signal(i)!r} ({a.path}) and {b.signal(int(pos[i]))!r} ({b.path}) share "
-                                  f"hash {int(hashes[s][i]):#x}")
-                continue
-            tables[s][hit] += own[t][pos[hit]]
-            tables[t][pos[hit]] += own[s][hit]
+    workers = max(1, min(len(indexes), os.cpu_count() or 1))
+
+    def matched(pair: tuple[int, int]) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
+        """(s, t, the terms of s whose hash t holds, t's terms of them, whether their strings agree)."""
+        s, t = pair
+        pos = match_sorted(hashes[s], hashes[t])
+        hit = np.flatnonzero(pos >= 0)
+        return s, t, hit, pos[hit], terms_equal(*strings[s], hit, *strings[t], pos[hit])
+
+    pairs = [(s, t) for s in range(len(indexes)) for t in range(s + 1, len(indexes))]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        hashes = list(pool.map(checked_hashes, indexes))
+        for a in range(0, len(pairs), workers):  # a few pairs at a time: each holds its matches
+            for s, t, hit, at, same in pool.map(matched, pairs[a : a + workers]):
+                if not same.all():
+                    i = int(hit[np.flatnonzero(~same)[0]])
+                    x, y = indexes[s], indexes[t]
+                    collisions.append(f"{x.signal(i)!r} ({x.path}) and {y.signal(int(at[np.flatnonzero(~same)[0]]))!r} "
+                                      f"({y.path}) share hash {int(hashes[s][i]):#x}")
+                    continue
+                tables[s][hit] += own[t][at]
+                tables[t][at] += own[s][hit]
     return tables, collisions
 
 
