@@ -298,10 +298,10 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
         for a in range(0, len(pairs), workers):  # a few pairs at a time: each holds its matches
             for s, t, hit, at, same in pool.map(matched, pairs[a : a + workers]):
                 if not same.all():
-                    i = int(hit[np.flatnonzero(~same)[0]])
+                    j = int(np.flatnonzero(~same)[0])
                     x, y = indexes[s], indexes[t]
-                    collisions.append(f"{x.signal(i)!r} ({x.path}) and {y.signal(int(at[np.flatnonzero(~same)[0]]))!r} "
-                                      f"({y.path}) share hash {int(hashes[s][i]):#x}")
+                    collisions.append(f"{x.signal(int(hit[j]))!r} ({x.path}) and {y.signal(int(at[j]))!r} ({y.path}) "
+                                      f"share hash {int(hashes[s][hit[j]]):#x}")
                     continue
                 tables[s][hit] += own[t][at]
                 tables[t][at] += own[s][hit]
