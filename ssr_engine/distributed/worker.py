@@ -361,9 +361,10 @@ def _narrow(matches: np.ndarray) -> np.ndarray:
 
 
 def join(pieces: Sequence[Lists]) -> Lists:
-    """Pieces of consecutive queries (`ShardWorker.search`'s) as one list; matches int32."""
+    """Pieces of consecutive queries (`ShardWorker.search`'s) as one list; matches int32 (the merges' type)."""
     if len(pieces) == 1:
-        return pieces[0]
+        o, d, s, m, r = pieces[0]
+        return o, d, s, m.astype(np.int32, copy=False), r
     firsts = np.cumsum([0] + [g[1].shape[0] for g in pieces[:-1]])
     offsets = np.concatenate([np.zeros(1, np.int64)] + [g[0][1:] + f for g, f in zip(pieces, firsts, strict=True)])
     return (offsets, *(np.concatenate([g[c] for g in pieces], dtype=t)  # type: ignore[return-value]
@@ -372,11 +373,12 @@ def join(pieces: Sequence[Lists]) -> Lists:
 
 def merge_ranked(lists: Sequence[Lists], k: int | None) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Ranked lists with id ranks merged by the full key (`kernels.merge.merge_keyed`): (offsets int64[Q + 1],
-    the chosen rows, the lists' columns docs, scores, matches int32, ranks end to end, which the rows index)."""
+    the chosen rows, the lists' columns docs, scores, matches, ranks end to end, which the rows index). The lists
+    are `join`'s (matches int32)."""
     first = np.cumsum([0] + [r[1].shape[0] for r in lists]).astype(np.int64)  # each list's first row
     starts = np.stack([r[0][:-1] + first[j] for j, r in enumerate(lists)], axis=1)
     ends = np.stack([r[0][1:] + first[j] for j, r in enumerate(lists)], axis=1)
-    cols = [np.concatenate([r[c] for r in lists], dtype=t) for c, t in ((1, None), (2, None), (3, np.int32), (4, None))]
+    cols = [np.concatenate([r[c] for r in lists]) for c in (1, 2, 3, 4)]
     offsets, rows = merge_keyed(starts, ends, cols[1], cols[2], cols[3], 0 if k is None else k)
     return offsets, rows, cols
 
@@ -489,7 +491,7 @@ def _merge_span(results: Sequence[Lists], a: int, b: int, k: int | None, integer
         docs, scores, matches = d.astype(np.int64), s.copy(), m.astype(np.int32)
         return split_results(lists[0][0], ids(docs), docs, scores, matches)
     if not all(r[4].shape[0] == r[1].shape[0] for r in lists):
-        return merge_results([(o, d.astype(np.int64), s, m.astype(np.int32)) for o, d, s, m, _ in lists],
+        return merge_results([(o, d.astype(np.int64), s, m) for o, d, s, m, _ in lists],
                              lambda j, rows: ids(lists[j][1][rows].astype(np.int64)), b - a, k, integer)
     offsets, rows, (docs, scores, matches, _) = merge_ranked(lists, k)
     docs, scores, matches = docs[rows].astype(np.int64), scores[rows], matches[rows]
