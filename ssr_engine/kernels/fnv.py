@@ -30,11 +30,16 @@ def fmix64(h):
     return xorshift_multiply(np.uint64(h), _S33, _M1, _S33, _M2, _S33)
 
 
-@nb.njit(cache=True, nogil=True)
-def fnv1a64(buf, start, end, seed):
-    """Hash of buf[start:end] with the given seed (see `hashing`'s docstring)."""
-    h = FNV_BASIS ^ fmix64(np.uint64(seed))
+@nb.njit(cache=True, nogil=True, inline="always")
+def fnv_bytes(h, buf, start, end):
+    """FNV-1a 64's state h after the bytes buf[start:end] (a hash's middle: `fnv1a64`, `strings.term_hashes`)."""
     for i in range(start, end):
         h ^= np.uint64(buf[i])
         h *= FNV_PRIME
-    return fmix64(h)
+    return h
+
+
+@nb.njit(cache=True, nogil=True)
+def fnv1a64(buf, start, end, seed):
+    """Hash of buf[start:end] with the given seed (see `hashing`'s docstring)."""
+    return fmix64(fnv_bytes(FNV_BASIS ^ fmix64(np.uint64(seed)), buf, start, end))

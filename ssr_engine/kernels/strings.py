@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .fnv import FNV_BASIS, FNV_PRIME, fmix64
+from .fnv import FNV_BASIS, FNV_PRIME, fmix64, fnv_bytes
 from .packed import get
 from .spans import span_equal  # eight bytes a load (a word compare)
 
@@ -117,14 +117,6 @@ def gather(table, offsets, codes, bits, terms):
     return out_off, out
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _fnv_bytes(h, table, a, b):
-    for i in range(a, b):
-        h ^= np.uint64(table[i])
-        h *= FNV_PRIME
-    return h
-
-
 @nb.njit(cache=True, nogil=True)
 def term_hashes(table, offsets, codes, bits, n_terms, seed, mask):
     """The signal hash (`hashing`: FNV-1a 64 and fmix64) of every term's string, ANDed with mask, read through
@@ -138,11 +130,11 @@ def term_hashes(table, offsets, codes, bits, n_terms, seed, mask):
         if not sound(offsets, n_bytes, codes, bits, t):
             return out, np.int64(t)
         left, right = parts(codes, bits, t)
-        h = _fnv_bytes(basis, table, offsets[left], offsets[left + 1])
+        h = fnv_bytes(basis, table, offsets[left], offsets[left + 1])
         if right >= 0:
             h ^= np.uint64(SPACE)
             h *= FNV_PRIME
-            h = _fnv_bytes(h, table, offsets[right], offsets[right + 1])
+            h = fnv_bytes(h, table, offsets[right], offsets[right + 1])
         out[t] = fmix64(h) & mask
     return out, np.int64(-1)
 
