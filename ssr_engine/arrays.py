@@ -137,8 +137,17 @@ class ArrayWriter:
     """
 
     def __init__(self, directory: Path, name: str, last: int | None = None):
-        self.dtype, self.bound = writer_dtype(name, last)
-        self.path = directory / array_file(name)
+        self._open(directory / array_file(name), *writer_dtype(name, last))
+
+    @classmethod
+    def at(cls, path: Path, dtype: type) -> ArrayWriter:
+        """A writer of an array that is not one of the format's: its path and dtype given."""
+        writer = cls.__new__(cls)
+        writer._open(path, np.dtype(dtype), None)
+        return writer
+
+    def _open(self, path: Path, dtype: np.dtype, bound: int | None) -> None:
+        self.dtype, self.bound, self.path = dtype, bound, path
         self.count = 0
         self._file = open(self.path, "wb")
         self._file.write(_npy_header(self.dtype, 0))

@@ -9,6 +9,7 @@ path computes it (each shard's `ShardWorker` arrays merged by `merge_shards`) wi
 from __future__ import annotations
 
 import json
+import os
 import random
 import tempfile
 from collections.abc import Iterable
@@ -101,7 +102,8 @@ def test_sharded_equals_one_index(tmp_path: Path, ids: str) -> None:
     assert len(m.shards) == 4 and m.documents == 300 and m.integer == (ids == "int")
     compare(tmp_path / "one", tmp_path / "s")
     compare(tmp_path / "one", tmp_path / "s", "exhaustive")
-    assert verify_sharded(tmp_path / "s") == []
+    assert verify_sharded(tmp_path / "s") == []  # (the weight table recomputed from the strings: equal)
+    assert not [n for n in os.listdir(tmp_path / "s") if "-hashes-" in n]  # the builds' hashes: removed
 
 
 def test_bm25_sharded_equals_one_index(tmp_path: Path) -> None:
@@ -238,6 +240,42 @@ def test_term_strings_compare_through_their_codes_as_strings(tmp_path: Path) -> 
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.parametrize("bits", [64, 40])
+def test_a_builds_term_hashes_are_its_terms_hashes(tmp_path: Path, bits: int) -> None:
+    """`build_index(term_hashes=...)` writes the full hash of every term (literal and pair terms), in term order,
+    as hashing each term's string gives it (`Index.hashes`); `layout.load_hashes` takes them for that index
+    only."""
+    from ssr_engine.distributed.layout import load_hashes
+    from ssr_engine.errors import IndexFormatError
+    from ssr_engine.format import open_index
+    from ssr_engine.hashing import signal_hash
+
+    path = write_tsv(tmp_path / "c.tsv", random_docs(11, 200, "int"))
+    build_index(path, tmp_path / "one", hash_bits=bits, term_hashes=tmp_path / "h.npy", quiet=True)
+    build_index(write_tsv(tmp_path / "d.tsv", random_docs(12, 150, "int")), tmp_path / "two", hash_bits=bits,
+                term_hashes=tmp_path / "h2.npy", quiet=True)
+    assert sorted(os.listdir(tmp_path / "one")) == sorted(os.listdir(tmp_path / "two"))  # nothing of it in the index
+    ix, other = open_index(tmp_path / "one"), open_index(tmp_path / "two")
+    try:
+        written = np.load(tmp_path / "h.npy")
+        assert written.dtype == np.uint64 and written.shape == (ix.n_terms,)
+        assert np.array_equal(written, ix.hashes())
+        assert [signal_hash(ix.signal(t), ix.settings.hash.seed, bits) for t in range(0, ix.n_terms, 7)] == \
+            written[::7].tolist()
+        assert any(" " in ix.signal(t) for t in range(ix.n_terms))  # pairs as well as words
+        assert np.array_equal(load_hashes(tmp_path / "h.npy", ix), written)
+        with pytest.raises(IndexFormatError, match="h2.npy"):
+            load_hashes(tmp_path / "h2.npy", ix)
+        flipped = written.copy()
+        flipped[ix.n_terms // 2] ^= np.uint64(1 << (bits - 1))  # a bit the vocabulary's keys keep
+        np.save(tmp_path / "h3.npy", flipped)
+        with pytest.raises(IndexFormatError, match="not the hashes"):
+            load_hashes(tmp_path / "h3.npy", ix)
+    finally:
+        ix.close()
+        other.close()
 
 
 def test_term_strings_of_different_shapes_compare_byte_by_byte() -> None:

@@ -170,8 +170,10 @@ def _count_lines(path: Path, end: int) -> int:
     return n
 
 
-def build_shard(piece: _Piece, out: str, fmt: str, seed: int, options: dict[str, Any]) -> dict[str, Any] | None:
+def build_shard(piece: _Piece, out: str, fmt: str, seed: int, options: dict[str, Any],
+                hashes: str | None = None) -> dict[str, Any] | None:
     """Build one shard (a task: runs in a Ray worker, a pool process or inline); its documents and seed.
+    `hashes`: where its terms' full hashes go too (`build_index(term_hashes=...)`, for the weight table).
 
     None when the piece holds no document. Line numbers in errors are made the file's own.
     """
@@ -179,7 +181,7 @@ def build_shard(piece: _Piece, out: str, fmt: str, seed: int, options: dict[str,
 
     try:
         build_index(piece.source, out, fmt=fmt, header=piece.header, hash_seed=seed, quiet=True, force=True,
-                    **options)
+                    term_hashes=hashes, **options)
     except InputError as exc:
         if exc.line is None:
             if "empty collection" in str(exc):
@@ -203,11 +205,12 @@ def shifted(exc: InputError, before: int) -> InputError:
 def _build(root: Path, generation: int, pieces: list[_Piece], fmt: str, runner: str, address: str | None,
            seed: int, quiet: bool, options: dict[str, Any], started: float) -> layout.ShardManifest:
     names = [layout.shard_name(generation, i) for i in range(len(pieces))]
+    hashes = [layout.hashes_name(generation, i) for i in range(len(pieces))]
     todo = list(range(len(pieces)))
     done: dict[int, dict[str, Any] | None] = {}
     seeds_tried: list[int] = []
     while True:
-        calls = [(pieces[i], str(root / names[i]), fmt, seed, options) for i in todo]
+        calls = [(pieces[i], str(root / names[i]), fmt, seed, options, str(root / hashes[i])) for i in todo]
         t0 = time.time()
         for i, summary in zip(todo, _run(calls, runner, address), strict=True):
             done[i] = summary
@@ -230,7 +233,13 @@ def _build(root: Path, generation: int, pieces: list[_Piece], fmt: str, runner: 
             # (Arrow and NumPy release the GIL); the pool's exit waits for them before the indexes close
             with ThreadPoolExecutor(max_workers=1) as aside:
                 ids_work = aside.submit(_ranked_ids, indexes, [pieces[i] for i in kept], fmt, options)
-                tables, collisions = layout.global_tables(indexes)
+                # the terms' full hashes as the shard builds wrote them (hashing the strings again took a shard
+                # of 8.8M 2.6 s of CPU); removed before the manifest is published
+                full = [layout.load_hashes(root / hashes[i], ix) for i, ix in zip(kept, indexes, strict=True)]
+                tables, collisions = layout.global_tables(indexes, full)
+                del full
+                for name in hashes:
+                    _remove(root / name)
                 ranks = None if collisions else ids_work.result()  # (a duplicate id: its error, as before)
             if collisions:
                 if len(seeds_tried) >= MAX_SEED_ATTEMPTS:
@@ -269,23 +278,14 @@ def _build(root: Path, generation: int, pieces: list[_Piece], fmt: str, runner: 
 
 
 def _ranked_ids(indexes: list, pieces: list[_Piece], fmt: str, options: dict[str, Any]) -> list[np.ndarray]:
-    """`_check_unique_ids`, then the shards' id ranks (`layout.id_ranks`)."""
-    _check_unique_ids(indexes, pieces, fmt, options)
-    return layout.id_ranks(indexes, layout.integer_ids(indexes))
-
-
-def _check_unique_ids(indexes: list, pieces: list[_Piece], fmt: str, options: dict[str, Any]) -> None:
-    """An id held by two shards is an error naming the file and both lines (as a single build's)."""
-    import pyarrow as pa
+    """The shards' id ranks (`layout.id_ranks`); an id held by two shards is an error naming the file and
+    both lines (as a single build's)."""
     import pyarrow.compute as pc
 
-    arrays = [ix.doc_id_array() for ix in indexes]
-    every = pa.chunked_array(arrays, type=pa.string())
-    if len(indexes) < 2 or pc.count_distinct(every).as_py() == len(every):
-        return
-    counts = pc.value_counts(every)
-    dup = counts.field("values").filter(pc.greater(counts.field("counts"), 1))[0].as_py()
-    holders = [s for s, a in enumerate(arrays) if pc.index(a, dup).as_py() >= 0]
+    ranks, dup = layout.id_ranks(indexes, layout.integer_ids(indexes))
+    if dup is None:
+        return ranks
+    holders = [s for s, ix in enumerate(indexes) if pc.index(ix.doc_id_array(), dup).as_py() >= 0]
     first, second = (_line_of(pieces[s], dup, fmt, options) for s in holders[:2])
     where = pieces[holders[1]].source
     label = where.path if isinstance(where, ByteRange) else "<python iterable>"

@@ -13,6 +13,10 @@ A sharded index is a directory:
                            id order (indexes built before these existed get them from `add_ranks`)
     write.lock             the writer lock (`generations.WriterLock`)
 
+While a build runs, each shard's build also writes gG-hashes-NNN.npy (uint64[V_NNN]: its terms' full
+hashes, which the shard's vocabulary keeps 32 bits of) for the weight table; removed before the manifest
+is published.
+
 The weight table is one table (signal -> global df) stored as one slice per shard, aligned with the
 shard's own term ids, so a searcher holding one shard maps only its slice and needs no lookup. It is
 computed once after the shards are built: scores depend on the collection only through N, df (and
@@ -40,7 +44,7 @@ from ..generations import seal, unseal
 MANIFEST = "ssr-shards.json"
 FORMAT = "ssr-shards"
 VERSION = 1
-_OURS = re.compile(r"^g(\d+)-(shard|weights|ranks)-(\d{3,})(\.npy)?$")
+_OURS = re.compile(r"^g(\d+)-(shard|weights|ranks|hashes)-(\d{3,})(\.npy)?$")
 
 
 def shard_name(generation: int, i: int) -> str:
@@ -53,6 +57,10 @@ def weights_name(generation: int, i: int) -> str:
 
 def ranks_name(generation: int, i: int) -> str:
     return f"g{generation}-ranks-{i:03d}.npy"
+
+
+def hashes_name(generation: int, i: int) -> str:
+    return f"g{generation}-hashes-{i:03d}.npy"
 
 
 def generation_of(name: str) -> int | None:
@@ -191,19 +199,28 @@ def open_ranks(root: Path, manifest: ShardManifest, i: int) -> np.ndarray | None
     return None if entry.ranks is None else _load_slice(root / entry.ranks, np.uint32, entry.documents, "id rank slice")
 
 
-def id_ranks(indexes: list[Index], integer: bool) -> list[np.ndarray]:
+def id_ranks(indexes: list[Index], integer: bool) -> tuple[list[np.ndarray], str | None]:
     """Per shard, uint32[N_shard]: each document's position in the collection's id order (`integer`:
-    as `integer_ids` says), as one index's `doc_rank` over the whole collection would hold it."""
+    as `integer_ids` says), as one index's `doc_rank` over the whole collection would hold it; and an id
+    that two shards hold (the first in id order), or None. Equal ids are neighbours in the id order, so
+    one pass over the ids in that order finds a repeat (0.9 s at 8.8M, where Arrow's `count_distinct` took
+    7.4: RESULTS.md)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from ..indexing.doc_ids import rank_ids
 
-    if sum(ix.n_docs for ix in indexes) >= 1 << 32:
+    n = sum(ix.n_docs for ix in indexes)
+    if n >= 1 << 32:
         raise SsrError("id ranks need fewer than 2**32 documents")
     every = pa.concat_arrays([ix.doc_id_array().cast(pa.large_string()) for ix in indexes])
     rank = rank_ids(every, integer)
-    cuts = np.cumsum([ix.n_docs for ix in indexes])[:-1]
-    return np.split(rank, cuts)
+    in_order = np.empty(n, dtype=np.int64)
+    in_order[rank] = np.arange(n, dtype=np.int64)
+    ordered = every.take(pa.array(in_order))
+    repeats = np.flatnonzero(np.asarray(pc.equal(ordered.slice(0, n - 1), ordered.slice(1)))) if n > 1 else np.zeros(0)
+    repeat = None if repeats.shape[0] == 0 else ordered[int(repeats[0])].as_py()
+    return np.split(rank, np.cumsum([ix.n_docs for ix in indexes])[:-1]), repeat
 
 
 def add_ranks(root: str | os.PathLike[str]) -> bool:
@@ -222,7 +239,7 @@ def add_ranks(root: str | os.PathLike[str]) -> bool:
         try:
             for i in range(len(m.shards)):
                 opened.append(open_shard(root, m, i)[0])
-            ranks = id_ranks(opened, m.integer)
+            ranks, _ = id_ranks(opened, m.integer)
         finally:
             for ix in opened:
                 ix.close()
@@ -254,29 +271,30 @@ def open_shard(root: Path, manifest: ShardManifest, i: int) -> tuple[Index, np.n
     return index, table
 
 
-def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
+def load_hashes(path: Path, ix: Index) -> np.ndarray:
+    """A shard build's full hashes of its terms (`build_index(term_hashes=...)`), memory-mapped;
+    `IndexFormatError` unless they are uint64[V] and give the shard's vocabulary keys."""
+    hashes = _load_slice(path, np.uint64, ix.n_terms, "term hashes")
+    if not np.array_equal(ix.keys_of(hashes), ix.vocab):
+        raise IndexFormatError(f"{path}: not the hashes of {ix.path}'s vocabulary (corrupt)")
+    return hashes.view(np.ndarray)
+
+
+def global_tables(indexes: list[Index], hashes: list[np.ndarray] | None = None) -> tuple[list[np.ndarray], list[str]]:
     """The weight table's slices (global df of each shard's terms) and the cross-shard hash collisions found.
 
     Shards share the hash seed, so one signal has one hash everywhere; a hash held by two shards
     is one signal only when its strings agree (a collision is reported, never summed). Each shard's full
-    hashes once, then per pair of shards one merge pass (`kernels.shards.match_sorted`) and the shared
-    hashes' strings compared through their codes (`kernels.strings.terms_equal`), both on the cores (the
-    kernels release the GIL). Gathering the strings per pair and hashing from gathered strings took 41.5 s
-    of the 8.8M sharded build (RESULTS.md).
+    hashes (`hashes`, as the shard builds wrote them: `load_hashes`; else computed from the strings,
+    `Index.hashes`), then per pair of shards one merge pass (`kernels.shards.match_sorted`) and the shared
+    hashes' strings compared through their codes (`kernels.strings.terms_equal`, their entries checked
+    first), both on the cores (the kernels release the GIL). Gathering the strings per pair and hashing
+    from gathered strings took 41.5 s of the 8.8M sharded build (RESULTS.md).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from ..kernels.shards import match_sorted
-    from ..kernels.strings import first_unsound_range, terms_equal
-
-    def checked_hashes(ix: Index) -> np.ndarray:
-        hashes = ix.hashes()  # full hashes (format 4's vocabulary keeps 32 bits of them; this checks the strings)
-        if ix.vocab.dtype == np.uint64:  # (not hashed again: the strings' entries checked here instead)
-            bad = first_unsound_range(ix.signal_offsets.view(np.ndarray), ix.signal_bytes.shape[0],
-                                      ix.signal_codes.view(np.ndarray), ix.string_bits, 0, ix.n_terms)
-            if bad >= 0:
-                ix.strings_of(np.array([bad], dtype=np.int64))  # raises, naming the file
-        return hashes
+    from ..kernels.strings import first_unsound, terms_equal
 
     tables = [ix.df().astype(np.int64) for ix in indexes]
     own = [t.copy() for t in tables]
@@ -284,24 +302,32 @@ def global_tables(indexes: list[Index]) -> tuple[list[np.ndarray], list[str]]:
     strings = [(ix.signal_bytes.view(np.ndarray), ix.signal_offsets.view(np.ndarray),
                 ix.signal_codes.view(np.ndarray), ix.string_bits) for ix in indexes]
     workers = max(1, min(len(indexes), os.cpu_count() or 1))
-
-    def matched(pair: tuple[int, int]) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
-        """(s, t, the terms of s whose hash t holds, t's terms of them, whether their strings agree)."""
-        s, t = pair
-        pos = match_sorted(hashes[s], hashes[t])
-        hit = np.flatnonzero(pos >= 0)
-        return s, t, hit, pos[hit], terms_equal(*strings[s], hit, *strings[t], pos[hit])
-
     pairs = [(s, t) for s in range(len(indexes)) for t in range(s + 1, len(indexes))]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        hashes = list(pool.map(checked_hashes, indexes))
+        full = hashes if hashes is not None else list(pool.map(lambda ix: ix.hashes(), indexes))
+
+        def checked(s: int, terms: np.ndarray) -> np.ndarray:
+            """`terms` of shard s, their string entries checked (`terms_equal` reads through them)."""
+            bad = first_unsound(strings[s][1], strings[s][0].shape[0], strings[s][2], strings[s][3], terms)
+            if bad >= 0:
+                indexes[s].strings_of(terms[bad : bad + 1])  # raises, naming the file
+            return terms
+
+        def matched(pair: tuple[int, int]) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
+            """(s, t, the terms of s whose hash t holds, t's terms of them, whether their strings agree)."""
+            s, t = pair
+            pos = match_sorted(full[s], full[t])
+            hit = checked(s, np.flatnonzero(pos >= 0))
+            at = checked(t, pos[hit])
+            return s, t, hit, at, terms_equal(*strings[s], hit, *strings[t], at)
+
         for a in range(0, len(pairs), workers):  # a few pairs at a time: each holds its matches
             for s, t, hit, at, same in pool.map(matched, pairs[a : a + workers]):
                 if not same.all():
                     j = int(np.flatnonzero(~same)[0])
                     x, y = indexes[s], indexes[t]
                     collisions.append(f"{x.signal(int(hit[j]))!r} ({x.path}) and {y.signal(int(at[j]))!r} ({y.path}) "
-                                      f"share hash {int(hashes[s][hit[j]]):#x}")
+                                      f"share hash {int(full[s][hit[j]]):#x}")
                     continue
                 tables[s][hit] += own[t][at]
                 tables[t][at] += own[s][hit]
@@ -346,8 +372,11 @@ def verify_sharded(root: str | os.PathLike[str]) -> list[str]:
         for entry, mine, theirs in zip(manifest.shards, tables, stored, strict=True):
             if not np.array_equal(mine, theirs):
                 problems.append(f"{root / entry.weights}: differs from the df recomputed from the shards")
+        ranks, repeat = id_ranks(opened, manifest.integer)
+        if repeat is not None:
+            problems.append(f"{root}: document id {repeat!r} is held by two shards")
         if manifest.ranked:
-            for i, mine in enumerate(id_ranks(opened, manifest.integer)):
+            for i, mine in enumerate(ranks):
                 if not np.array_equal(mine, np.asarray(open_ranks(root, manifest, i))):
                     problems.append(f"{root / str(manifest.shards[i].ranks)}: differs from the id order of the "
                                     "shards' ids")

@@ -60,6 +60,7 @@ def build_index(
     hash_bits: int = 64,
     store_text: bool = False,
     extra_files: dict[str, tuple[str | os.PathLike[str], str]] | None = None,
+    term_hashes: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Build an index of `collection` into the directory `out`.
 
@@ -77,6 +78,8 @@ def build_index(
     given; anything else there is refused and left alone (`generations.IndexWriter`).
     `extra_files` maps a file name to (source path, format id): each source is moved into the new
     segment and registered in its manifest (an agent registry's card store).
+    `term_hashes`: also write every term's full signal hash (uint64[V], term id order; the vocabulary
+    keeps 32 bits of it) to this .npy file, outside the index (a sharded build's weight table reads it).
     """
     started = time.time()
     if isinstance(collection, ByteRange):
@@ -111,7 +114,8 @@ def build_index(
             print(f"ssr: {exc}; rebuilding with hash seed {tried[-1]['seed'] + 1}", file=sys.stderr)
 
     with os_errors(out), IndexWriter(out, force) as writer:
-        tmp, stats, seed, seeds_tried = build_seeded(writer, collection, config, hash_seed, refuse)
+        tmp, stats, seed, seeds_tried = build_seeded(writer, collection, config, hash_seed, refuse,
+                                                     None if term_hashes is None else Path(term_hashes))
         for name, (source, _) in (extra_files or {}).items():
             shutil.move(os.fspath(source), os.fspath(tmp / name))
         if bom:
@@ -124,16 +128,17 @@ def build_index(
 
 
 def build_seeded(writer: Any, source: Any, config: BuildConfig, seed: int,
-                 refuse: Callable[[HashCollision, list[dict[str, Any]]], None]) -> tuple[Path, dict[str, Any], int,
-                                                                                      list[dict[str, Any]]]:
+                 refuse: Callable[[HashCollision, list[dict[str, Any]]], None],
+                 term_hashes: Path | None = None) -> tuple[Path, dict[str, Any], int, list[dict[str, Any]]]:
     """Build `source` into a staging folder of `writer` (`IndexWriter` or a scratch stager), a signal hash
     collision retried with the next seed; `refuse(collision, seeds tried)` raises when no retry may follow.
+    `term_hashes`: where the terms' full hashes go too (`build_index`).
     Returns (the folder, the build's stats, the seed used, the seeds tried: {"seed", "collision"} each)."""
     seeds_tried: list[dict[str, Any]] = []
     while True:
         tmp = writer.staging()
         try:
-            return tmp, _build_into(tmp, source, config, seed), seed, seeds_tried
+            return tmp, _build_into(tmp, source, config, seed, term_hashes), seed, seeds_tried
         except HashCollision as exc:
             seeds_tried.append({"seed": seed, "collision": [exc.first, exc.second]})
             writer.discard(tmp)
@@ -263,7 +268,8 @@ def _source_label(collection: Any) -> str:
     return ITERABLE_LABEL
 
 
-def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> dict[str, Any]:
+def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int,
+                term_hashes: Path | None = None) -> dict[str, Any]:
     """Invert the collection into runs, merge them into the index files in `tmp`; the manifest's parts."""
     from tqdm import tqdm
 
@@ -286,7 +292,7 @@ def _build_into(tmp: Path, collection: Any, config: BuildConfig, seed: int) -> d
     with tqdm(total=total_entries, desc="ssr build: merge", unit=" terms", unit_scale=True, disable=config.quiet,
               file=sys.stderr) as merge_bar:
         n_terms, n_postings = merge_runs(run_dir, tmp, runs, config.keep_tf, merge_bar.update, config.workers,
-                                         strings=False, n_docs=inverted.n_docs)
+                                         strings=False, n_docs=inverted.n_docs, hashes_to=term_hashes)
     clock.lap("merge")
     # the strings step (one core for most of it) reads the merge's string table, the forward step the
     # runs: independent, so the strings run beside the forward rows. Not beside the ids (their table

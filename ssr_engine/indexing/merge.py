@@ -53,8 +53,11 @@ def merge_runs(
     strings: bool = True,
     *,
     n_docs: int,
+    hashes_to: Path | None = None,
 ) -> tuple[int, int]:
     """Write vocab, postings, signal strings (`strings.encode_strings`) and per-run term maps; returns (V, P).
+    `hashes_to`: also every term's full hash (uint64[V], term order: the vocabulary keeps 32 bits of it) as
+    a .npy file there (a sharded build's weight table matches shards by them).
 
     The postings' doc ids are packed at `packed.byte_width_for(n_docs)` bits (format 6; plain past 2**24).
 
@@ -84,6 +87,7 @@ def merge_runs(
     sig_off = work_writer(run_dir, "signal_offsets", last=string_bytes)
     sig_bytes = work_writer(run_dir, "signal_bytes")
     sig_off.append(np.zeros(1, dtype=np.int64))
+    full = None if hashes_to is None else ArrayWriter.at(hashes_to, np.uint64)
     n_terms = 0
     n_postings = 0
     n_bytes = 0
@@ -92,6 +96,8 @@ def merge_runs(
     def append(m: _Bucket) -> None:
         nonlocal n_terms, n_postings, n_bytes
         vocab.append(vocab_keys(m.vocab, bits))
+        if full is not None:
+            full.append(m.vocab)
         indptr.append(m.df)
         packer.append(m.docs)
         if tfs is not None:
@@ -121,7 +127,7 @@ def merge_runs(
                 for f in pending:
                     f.cancel()
     finally:
-        for w in (vocab, indptr, docs, tfs, sig_off, sig_bytes):
+        for w in (vocab, indptr, docs, tfs, sig_off, sig_bytes, full):
             if w is not None:
                 w.close()
     if strings:  # else the caller runs `encode_strings` itself (the build times it as a phase)
