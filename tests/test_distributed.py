@@ -449,8 +449,9 @@ def shard_answers(root: Path, queries: list[str], k: int | None, method: str = "
 
 
 def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path, monkeypatch) -> None:
-    """Two threads, 300 queries: the group's search in guided pieces on both threads, in query order; the
-    driver's merge in pieces of at most 97 rows on two threads, one actor or three."""
+    """Two threads, 300 queries: the queries' terms prepared in one share a thread, the group's search in guided
+    pieces of each share on both threads, in query order; the driver's merge in pieces of at most 97 rows on two
+    threads, one actor or three."""
     from ssr_engine.distributed import worker
 
     monkeypatch.setattr(worker, "_MERGE_ROWS", 97)
@@ -462,15 +463,18 @@ def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path, m
     queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(300)]
     one = open_retriever(tmp_path / "one")
     pieces: list[int] = []
-    grouped = worker.ShardWorker._grouped
-    monkeypatch.setattr(worker.ShardWorker, "_grouped",
-                        lambda self, qs, k: pieces.append(len(qs)) or grouped(self, qs, k))
+    shares: list[int] = []
+    searched, prepare = worker.ShardWorker._search_prepared, worker.ShardWorker.prepare
+    monkeypatch.setattr(worker.ShardWorker, "_search_prepared",
+                        lambda self, t, a, b, k: pieces.append(b - a) or searched(self, t, a, b, k))
+    monkeypatch.setattr(worker.ShardWorker, "prepare", lambda self, qs: shares.append(len(qs)) or prepare(self, qs))
     for k in (1, 7, 1000):
         want = one.search_batch(queries, k)
         pieces.clear()
+        shares.clear()
         assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1, threads=2, merge_threads=2), want)
-        # guided pieces (big first, small last) covering the batch once
-        assert len(pieces) > 2 and sum(pieces) == 300 and max(pieces) > min(pieces), pieces
+        # two shares prepared, searched in guided pieces (big first, small last) covering each once
+        assert shares == [150, 150] and len(pieces) > 4 and sum(pieces) == 300 and max(pieces) > min(pieces), pieces
         assert_identical(shard_answers(tmp_path / "s", queries, k, actors=3, merge_threads=2), want)
 
 

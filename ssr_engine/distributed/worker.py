@@ -52,11 +52,10 @@ Queries = Sequence[str] | np.ndarray | Utf8Queries
 # (offsets int64[Q + 1], and per row docs uint32, scores float64, matches uint8 or int32, id ranks uint32 (empty:
 # none asked for, or an index without them))
 Lists = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-# queries per piece a thread takes at a time (`in_pieces`, `pieces.guided`: big first, small last): at least
-# _PIECE[0] (each piece is a few kernel calls), at most _PIECE[1]. A piece looks each of its distinct signals
-# up once per shard and reads each term's span once: pieces of 6,980 / 32 queries cost 1.13-1.20x the CPU
-# time of one piece; guided pieces up to 1,024 took 2 threads 0.86 of the single index's time in process at
-# K=10, 16 even pieces a thread 0.73-0.78 (RESULTS.md)
+# queries per piece a thread takes at a time (`_pieces`, `in_pieces`, `pieces.guided`: big first, small last): at
+# least _PIECE[0] (each piece is a few kernel calls), at most _PIECE[1]. A piece reads each of its terms' spans
+# once: pieces of 6,980 / 32 queries cost 1.13-1.20x the CPU time of one piece; guided pieces up to 1,024 took 2
+# threads 0.86 of the single index's time in process at K=10, 16 even pieces a thread 0.73-0.78 (RESULTS.md)
 _PIECE = (16, 1024)
 # an order of the shards for every query instead of each query's own (`kernels.shards.search_group`; tests)
 _FIXED_ORDER = np.zeros(0, dtype=np.int64)
@@ -201,10 +200,27 @@ class ShardWorker:
         return self._helpers.map(one, [cast(Q, queries[a:b]) for a, b in spans], threads)
 
     def _pieces(self, queries: list[str] | Utf8Queries, k: int, threads: int) -> list[Lists]:
-        """`_grouped` in pieces (`in_pieces`), in query order."""
+        """`_grouped` in pieces, in query order: the queries' terms prepared in one share a thread (`prepare`),
+        then searched in guided pieces of each share (`pieces.guided`) on the threads. A piece prepared alone
+        looks each of its signals up in every shard again: 22 pieces' preparation took 1.4x the CPU of one
+        (RESULTS.md)."""
         if threads == 1 or len(queries) <= _PIECE[0]:
             return [self._grouped(queries, k)]
-        return self.in_pieces(lambda piece: self._grouped(piece, k), queries, threads)
+        cuts = [len(queries) * i // threads for i in range(threads + 1)]
+        shares = [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+        def prepared(share: tuple[int, int]) -> tuple[np.ndarray, ...]:
+            with numba_threads(1):
+                return self.prepare(queries[share[0] : share[1]])
+
+        terms = self._helpers.map(prepared, shares, threads)
+        jobs = [(j, a, b) for j, (lo, hi) in enumerate(shares) for a, b in guided(hi - lo, threads, *_PIECE)]
+
+        def searched(job: tuple[int, int, int]) -> Lists:
+            with numba_threads(1):
+                return self._search_prepared(terms[job[0]], job[1], job[2], k)
+
+        return self._helpers.map(searched, jobs, threads)
 
     def prepare(self, queries: list[str] | Utf8Queries) -> tuple[np.ndarray, ...]:
         """The queries' terms as `kernels.shards.search_group` takes them, weighed by the collection's df:
@@ -279,8 +295,17 @@ class ShardWorker:
         """The group's top k of the queries in one GIL-free call on the calling thread (`kernels.shards.
         search_group`: one set of levels over the shards, or shard after shard behind the bar of the
         group's top k so far), so pieces on threads run in parallel."""
-        q_offs, q_terms, q_weights, g_off, g_terms, g_weights, _, _ = self.prepare(queries)
-        nq = len(queries)
+        return self._search_prepared(self.prepare(queries), 0, len(queries), k)
+
+    def _search_prepared(self, prepared: tuple[np.ndarray, ...], a: int, b: int, k: int) -> Lists:
+        """`_grouped` of queries a..b-1 of those `prepared` (`prepare`'s tuple): their rows of it as
+        `search_group` takes them (the shards' terms stay where they are, offsets say where)."""
+        q_offs, q_terms, q_weights, g_off, g_terms, g_weights, _, _ = prepared
+        if (a, b) != (0, g_off.shape[0] - 1):
+            ga, gb = int(g_off[a]), int(g_off[b])
+            q_offs, g_off = np.ascontiguousarray(q_offs[:, a : b + 1]), g_off[a : b + 1] - ga
+            g_terms, g_weights = np.ascontiguousarray(g_terms[:, ga:gb]), np.ascontiguousarray(g_weights[ga:gb])
+        nq = b - a
         lists, starts, sizes = self._arrays[:3]
         widest = max(1, int(sizes.max()))
         kk = cap_k(k, int(sizes.sum()))
