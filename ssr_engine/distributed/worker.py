@@ -179,14 +179,11 @@ class ShardWorker:
         check_threads(threads)
         threads = self.threads if threads is None else threads
         if self.searcher.method == "ssr" and k is not None and self.ranks is not None:
-            got = self._pieces(queries if isinstance(queries, Utf8Queries) else list(queries), k, threads)
-        else:
-            with numba_threads(threads, len(queries)):
-                offsets, docs, scores, matches = self._parts(texts(queries), k)
-            rank = np.zeros(0, np.uint32) if self.ranks is None or not ranks else self._ranks_of(docs)
-            got = [(offsets, docs, scores, matches, rank)]
-        none = np.zeros(0, np.uint32)
-        return [(o, d.astype(np.uint32), s, _narrow(m), r if ranks else none) for o, d, s, m, r in got]
+            return self._pieces(queries if isinstance(queries, Utf8Queries) else list(queries), k, threads, ranks)
+        with numba_threads(threads, len(queries)):
+            offsets, docs, scores, matches = self._parts(texts(queries), k)
+        rank = np.zeros(0, np.uint32) if self.ranks is None or not ranks else self._ranks_of(docs)
+        return [_wire((offsets, docs, scores, matches, rank), ranks)]
 
     def in_pieces(self, fn: Callable[[Q], T], queries: Q, threads: int) -> list[T]:
         """fn(piece) for pieces of the queries on `threads` threads (`pieces.Helpers`, `pieces.guided`), in
@@ -199,13 +196,14 @@ class ShardWorker:
 
         return self._helpers.map(one, [cast(Q, queries[a:b]) for a, b in spans], threads)
 
-    def _pieces(self, queries: list[str] | Utf8Queries, k: int, threads: int) -> list[Lists]:
-        """`_grouped` in pieces, in query order: the queries' terms prepared in one share a thread (`prepare`),
-        then searched in guided pieces of each share (`pieces.guided`) on the threads. A piece prepared alone
-        looks each of its signals up in every shard again: 22 pieces' preparation took 1.4x the CPU of one
-        (RESULTS.md)."""
+    def _pieces(self, queries: list[str] | Utf8Queries, k: int, threads: int, ranks: bool) -> list[Lists]:
+        """`_grouped` in pieces, in query order, each as `search` returns it (`_wire`, on its thread: done
+        after the threads, the copies of every row were serial): the queries' terms prepared in one share a
+        thread (`prepare`), then searched in guided pieces of each share (`pieces.guided`) on the threads. A
+        piece prepared alone looks each of its signals up in every shard again: 22 pieces' preparation took
+        1.4x the CPU of one (RESULTS.md)."""
         if threads == 1 or len(queries) <= _PIECE[0]:
-            return [self._grouped(queries, k)]
+            return [_wire(self._grouped(queries, k), ranks)]
         cuts = [len(queries) * i // threads for i in range(threads + 1)]
         shares = [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
@@ -218,7 +216,7 @@ class ShardWorker:
 
         def searched(job: tuple[int, int, int]) -> Lists:
             with numba_threads(1):
-                return self._search_prepared(terms[job[0]], job[1], job[2], k)
+                return _wire(self._search_prepared(terms[job[0]], job[1], job[2], k), ranks)
 
         return self._helpers.map(searched, jobs, threads)
 
@@ -378,6 +376,12 @@ class ShardWorker:
 def texts(queries: Queries) -> list[str]:
     """The queries as a list of str."""
     return queries.texts() if isinstance(queries, Utf8Queries) else [str(q) for q in queries]
+
+
+def _wire(piece: Lists, ranks: bool) -> Lists:
+    """A piece as an actor sends it: docs uint32, matches narrowed (`_narrow`), id ranks only when `ranks`."""
+    o, d, s, m, r = piece
+    return o, d.astype(np.uint32), s, _narrow(m), r if ranks else np.zeros(0, np.uint32)
 
 
 def _narrow(matches: np.ndarray) -> np.ndarray:
