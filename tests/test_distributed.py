@@ -168,6 +168,32 @@ def test_duplicate_id_across_shards_names_file_and_both_lines(tmp_path: Path) ->
     assert not (tmp_path / "s").exists()  # created by the build, removed with what it wrote
 
 
+@pytest.mark.parametrize("integer", [True, False])
+def test_id_ranks_find_an_id_two_shards_hold(integer: bool) -> None:
+    """`layout.id_ranks`: each document's place in the collection's id order, and an id held twice (found as
+    neighbours in that order: "7" and "007" are one integer but two ids), or None."""
+    import pyarrow as pa
+
+    from ssr_engine.distributed.layout import id_ranks
+
+    class Shard:  # what id_ranks reads of an index
+        def __init__(self, ids: list[str]):
+            self.n_docs, self.ids = len(ids), pa.array(ids, pa.string())
+
+        def doc_id_array(self) -> pa.Array:
+            return self.ids
+
+    groups = [["30", "7", "12"], ["007", "5"], ["100", "2"]]
+    every = [i for g in groups for i in g]
+    want = sorted(range(len(every)), key=lambda j: (int(every[j]), every[j]) if integer else every[j])
+    ranks, repeat = id_ranks([Shard(g) for g in groups], integer)  # type: ignore[list-item]
+    assert repeat is None and np.concatenate(ranks).tolist() == [want.index(j) for j in range(len(every))]
+    assert [r.shape[0] for r in ranks] == [3, 2, 2]
+    for held in ("12", "007", "2"):
+        _, repeat = id_ranks([Shard(g) for g in groups] + [Shard(["64", held])], integer)  # type: ignore[list-item]
+        assert repeat == held
+
+
 def test_a_hash_collision_across_shards_reseeds_every_shard(tmp_path: Path) -> None:
     """Two shards whose own signals hash apart but collide with each other's (a deliberately narrow hash): the
     weight table's reduction finds it (`layout.global_tables`), every shard is rebuilt with the next seed, and the
