@@ -501,6 +501,10 @@ def test_an_actor_of_several_threads_takes_pieces_of_the_batch(tmp_path: Path, m
         assert_identical(shard_answers(tmp_path / "s", queries, k, actors=1, threads=2, merge_threads=2), want)
         # two shares prepared, searched in guided pieces (big first, small last) covering each once
         assert shares == [150, 150] and len(pieces) > 4 and sum(pieces) == 300 and max(pieces) > min(pieces), pieces
+        pieces.clear()
+        shares.clear()
+        assert_identical(open_local(tmp_path / "s").search_batch(queries, k, threads=2), want)  # in process: alike
+        assert shares == [150, 150] and len(pieces) > 4 and sum(pieces) == 300, pieces
         assert_identical(shard_answers(tmp_path / "s", queries, k, actors=3, merge_threads=2), want)
 
 

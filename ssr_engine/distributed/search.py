@@ -110,11 +110,11 @@ class LocalSharded(BatchFirst):
         check_threads(threads)
         integer, ids = self.manifest.integer, self._ids
 
-        def piece(chunk: list[str]) -> list[SearchResult]:  # the group's top k, its ids, its results
-            return merge_shards([[self._worker._grouped(chunk, k)]], len(chunk), k, integer, ids)
+        def finish(lists: Lists) -> list[SearchResult]:  # a piece's ids and results
+            return merge_shards([[lists]], lists[0].shape[0] - 1, k, integer, ids)
 
         # every step on the threads, as one index's batch: the ids and results too
-        parts = self._worker.in_pieces(piece, queries, max_threads() if threads is None else threads)
+        parts = self._worker.in_pieces(queries, k, max_threads() if threads is None else threads, finish)
         return [r for part in parts for r in part]
 
     def pool_sizes(self, queries: Sequence[str], threads: int | None = None) -> np.ndarray:

@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -46,13 +46,12 @@ from ..validate import VOCAB_BLOCK_SHIFT, checked_blocks, kernel_guard
 from . import layout
 
 T = TypeVar("T")
-Q = TypeVar("Q", bound=list[str] | Utf8Queries)
 # a batch of queries: texts (a list, an array of str), or their UTF-8 as the driver sends them
 Queries = Sequence[str] | np.ndarray | Utf8Queries
 # (offsets int64[Q + 1], and per row docs uint32, scores float64, matches uint8 or int32, id ranks uint32 (empty:
 # none asked for, or an index without them))
 Lists = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-# queries per piece a thread takes at a time (`_pieces`, `in_pieces`, `pieces.guided`: big first, small last): at
+# queries per piece a thread takes at a time (`in_pieces`, `pieces.guided`: big first, small last): at
 # least _PIECE[0] (each piece is a few kernel calls), at most _PIECE[1]. A piece reads each of its terms' spans
 # once: pieces of 6,980 / 32 queries cost 1.13-1.20x the CPU time of one piece; guided pieces up to 1,024 took 2
 # threads 0.86 of the single index's time in process at K=10, 16 even pieces a thread 0.73-0.78 (RESULTS.md)
@@ -179,31 +178,23 @@ class ShardWorker:
         check_threads(threads)
         threads = self.threads if threads is None else threads
         if self.searcher.method == "ssr" and k is not None and self.ranks is not None:
-            return self._pieces(queries if isinstance(queries, Utf8Queries) else list(queries), k, threads, ranks)
+            return self.in_pieces(queries if isinstance(queries, Utf8Queries) else list(queries), k, threads,
+                                  lambda lists: _wire(lists, ranks))
         with numba_threads(threads, len(queries)):
             offsets, docs, scores, matches = self._parts(texts(queries), k)
         rank = np.zeros(0, np.uint32) if self.ranks is None or not ranks else self._ranks_of(docs)
         return [_wire((offsets, docs, scores, matches, rank), ranks)]
 
-    def in_pieces(self, fn: Callable[[Q], T], queries: Q, threads: int) -> list[T]:
-        """fn(piece) for pieces of the queries on `threads` threads (`pieces.Helpers`, `pieces.guided`), in
-        order; each thread with one Numba thread, so the steps between the kernel calls run in parallel too."""
-        spans = guided(len(queries), threads, _PIECE[0], _PIECE[1])
-
-        def one(piece: Q) -> T:
-            with numba_threads(1):
-                return fn(piece)
-
-        return self._helpers.map(one, [cast(Q, queries[a:b]) for a, b in spans], threads)
-
-    def _pieces(self, queries: list[str] | Utf8Queries, k: int, threads: int, ranks: bool) -> list[Lists]:
-        """`_grouped` in pieces, in query order, each as `search` returns it (`_wire`, on its thread: done
-        after the threads, the copies of every row were serial): the queries' terms prepared in one share a
-        thread (`prepare`), then searched in guided pieces of each share (`pieces.guided`) on the threads. A
+    def in_pieces(self, queries: list[str] | Utf8Queries, k: int, threads: int,
+                  finish: Callable[[Lists], T]) -> list[T]:
+        """finish(the group's top k of a piece) for pieces of the queries, in query order, each on the thread that
+        searched it (its copies of every row then run in parallel too; `ShardWorker.search`'s `_wire`, the
+        in-process searcher's ids and results): the queries' terms prepared in one share a thread (`prepare`),
+        then searched in guided pieces of each share (`pieces.guided`), each thread with one Numba thread. A
         piece prepared alone looks each of its signals up in every shard again: 22 pieces' preparation took
         1.4x the CPU of one (RESULTS.md)."""
         if threads == 1 or len(queries) <= _PIECE[0]:
-            return [_wire(self._grouped(queries, k), ranks)]
+            return [finish(self._grouped(queries, k))]
         cuts = [len(queries) * i // threads for i in range(threads + 1)]
         shares = [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
@@ -214,9 +205,9 @@ class ShardWorker:
         terms = self._helpers.map(prepared, shares, threads)
         jobs = [(j, a, b) for j, (lo, hi) in enumerate(shares) for a, b in guided(hi - lo, threads, *_PIECE)]
 
-        def searched(job: tuple[int, int, int]) -> Lists:
+        def searched(job: tuple[int, int, int]) -> T:
             with numba_threads(1):
-                return _wire(self._search_prepared(terms[job[0]], job[1], job[2], k), ranks)
+                return finish(self._search_prepared(terms[job[0]], job[1], job[2], k))
 
         return self._helpers.map(searched, jobs, threads)
 
