@@ -17,6 +17,12 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def even(n: int, parts: int) -> list[tuple[int, int]]:
+    """Spans [a, b) covering range(n), in order: `parts` of about equal size, the empty ones dropped."""
+    cuts = [n * i // parts for i in range(parts + 1)]
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
 def guided(n: int, threads: int, least: int, most: int) -> list[tuple[int, int]]:
     """Spans [a, b) covering range(n), in order, for `threads` threads taking them one at a time.
 

@@ -33,6 +33,7 @@ from ..format import peek_index
 from ..generations import WriterLock
 from ..indexing.builder import MAX_SEED_ATTEMPTS, BuildConfig
 from ..inputs import CHUNK_DOCS, detect_format, sniff_compression
+from ..pieces import even
 from ..signals import DEFAULT_CAP
 from . import layout
 
@@ -127,8 +128,7 @@ def _pieces(collection: Any, shards: int, fmt: str, header: bool) -> tuple[list[
                 for a, z in split_ranges(path, shards)], fmt
     if isinstance(collection, Sequence) and not isinstance(collection, (bytes, str)):
         docs = list(collection)
-        cuts = [len(docs) * i // shards for i in range(shards + 1)]
-        return [_Piece(docs[a:z], False, a) for a, z in zip(cuts, cuts[1:], strict=False) if z > a], fmt
+        return [_Piece(docs[a:z], False, a) for a, z in even(len(docs), shards)], fmt
     raise SsrError("a sharded build takes a file path or a list of documents")
 
 

@@ -39,7 +39,7 @@ from ..kernels.query import found_in, signals
 from ..kernels.shards import prepare_group, search_group
 from ..parts import GlobalStats, Part, gather_ids, merge_results
 from ..parts_search import PartsSearcher
-from ..pieces import Helpers, guided
+from ..pieces import Helpers, even, guided
 from ..query_terms import Utf8Queries, lookup_args, signal_args, utf8
 from ..retrieval import SearchResult, check_threads, max_threads, numba_threads, split_results
 from ..validate import VOCAB_BLOCK_SHIFT, checked_blocks, kernel_guard
@@ -195,8 +195,7 @@ class ShardWorker:
         1.4x the CPU of one (RESULTS.md)."""
         if threads == 1 or len(queries) <= _PIECE[0]:
             return [finish(self._grouped(queries, k))]
-        cuts = [len(queries) * i // threads for i in range(threads + 1)]
-        shares = [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+        shares = even(len(queries), threads)
 
         def prepared(share: tuple[int, int]) -> tuple[np.ndarray, ...]:
             with numba_threads(1):
